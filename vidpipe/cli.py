@@ -1,0 +1,246 @@
+"""Command line: run / check / detect. Turns errors into exit codes.
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad config / model / arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from vidpipe import __version__, redact
+from vidpipe.config import Config, ConfigError, LoggingConfig, ModelConfig, load_config
+from vidpipe.infer.base import BackendError
+
+log = logging.getLogger("vidpipe")
+
+EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 2
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_text:
+            doc["exc"] = record.exc_text
+        return json.dumps(doc)
+
+
+def setup_logging(cfg: LoggingConfig) -> None:
+    """Log to stderr through the credential-redacting filter."""
+    handler = logging.StreamHandler(sys.stderr)
+    if cfg.format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+        )
+    handler.addFilter(redact.RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(cfg.level)
+
+
+def _load(path: str) -> Config:
+    return load_config(path)
+
+
+# ---------------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from vidpipe.daemon import run
+
+    cfg = _load(args.config)
+    setup_logging(cfg.logging)
+    redactor = redact.StderrRedactor()  # FFmpeg writes to fd 2 directly
+    try:
+        return run(cfg, Path(args.config))
+    finally:
+        redactor.close()
+
+
+# ---------------------------------------------------------------------------------- check
+
+
+def check_config(cfg: Config) -> list[str]:
+    """Every problem with a parsed config and its model, without starting anything."""
+    from vidpipe.model import camera_rules, open_model
+
+    problems: list[str] = []
+    for i, cam in enumerate(cfg.cameras):
+        if not cam.is_stream:
+            path = Path(cam.url.removeprefix("file://"))
+            if not path.is_file():
+                problems.append(f"cameras[{i}].url ({cam.name}): file not found: {path}")
+    try:
+        loaded = open_model(cfg.model, cfg.inference)
+    except BackendError as exc:
+        return [*problems, f"model: {exc}"]
+    try:
+        camera_rules(cfg, loaded)
+    except ConfigError as exc:
+        problems += exc.problems
+    finally:
+        loaded.backend.close()
+    return problems
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    cfg = _load(args.config)
+    problems = check_config(cfg)
+    if problems:
+        print(f"{args.config}: {len(problems)} problem(s)", file=sys.stderr)
+        for p in problems:
+            print(f"  - {redact.redact_text(p)}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {cfg.model.path.name})")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------- detect
+
+
+def _frames(path: Path) -> Iterator[tuple[int, object]]:
+    import cv2
+
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if img is None:
+            raise BackendError(f"cannot read image {path}")
+        yield 0, img
+        return
+    cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    if not cap.isOpened():
+        raise BackendError(f"cannot open video {path}")
+    try:
+        index = 0
+        while True:
+            ok, img = cap.read()
+            if not ok or img is None or img.size == 0:
+                break
+            yield index, img
+            index += 1
+    finally:
+        cap.release()
+
+
+def _detect_config(args: argparse.Namespace) -> Config:
+    if args.config:
+        cfg = _load(args.config)
+    else:
+        from vidpipe.assets import default_assets_dir
+
+        assets = None if (args.model and args.labels) else default_assets_dir()
+        model = Path(args.model) if args.model else assets / "models" / "yolox_nano.onnx"  # type: ignore[operator]
+        labels = Path(args.labels) if args.labels else assets / "models" / "coco80.txt"  # type: ignore[operator]
+        cfg = Config(model=ModelConfig(path=model, labels=labels))
+    updates = {}
+    if args.score_threshold is not None:
+        updates["score_threshold"] = args.score_threshold
+    if args.iou_threshold is not None:
+        updates["iou_threshold"] = args.iou_threshold
+    if args.model and args.config:
+        updates["path"] = Path(args.model)
+    if args.labels and args.config:
+        updates["labels"] = Path(args.labels)
+    if updates:
+        try:
+            model = ModelConfig.model_validate({**cfg.model.model_dump(), **updates})
+        except Exception as exc:
+            raise ConfigError([f"command line: {exc}"]) from None
+        cfg = cfg.model_copy(update={"model": model})
+    return cfg
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from vidpipe.engine import CameraRules, Engine
+    from vidpipe.metrics import Metrics
+    from vidpipe.model import open_model
+    from vidpipe.postprocess.decode import DecodeParams
+    from vidpipe.types import Frame, FrameResult
+
+    cfg = _detect_config(args)
+    setup_logging(LoggingConfig(level="WARNING"))
+    loaded = open_model(cfg.model, cfg.inference)
+    spec = loaded.backend.input_spec
+    results: list[FrameResult] = []
+    engine = Engine(
+        loaded.backend, loaded.decoder, loaded.labels, Metrics(), results.append,
+        default_rules=CameraRules(DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None),
+        iou_threshold=cfg.model.iou_threshold,
+        max_frame_age_s=float("inf"),
+    )
+    engine.start()
+    status = EXIT_OK
+    try:
+        for src in args.inputs:
+            path = Path(src)
+            try:
+                for index, img in _frames(path):
+                    engine.submit(Frame(camera=path.name, seq=index, t_capture=time.monotonic(), image=img))  # type: ignore[arg-type]
+            except BackendError as exc:
+                print(f"vidpipe detect: {exc}", file=sys.stderr)
+                status = EXIT_FAIL
+            engine.drain(60.0)
+            for r in sorted(results, key=lambda r: r.seq):
+                print(json.dumps({
+                    "source": r.camera, "frame": r.seq, "width": r.width, "height": r.height,
+                    "detections": r.detection_dicts(),
+                }))
+            results.clear()
+    finally:
+        engine.close()
+    return status
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vidpipe", description="multi-stream video analytics daemon")
+    parser.add_argument("--version", action="version", version=f"vidpipe {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run the daemon in the foreground until SIGINT/SIGTERM")
+    p.add_argument("--config", "-c", required=True)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("check", help="validate the config and the model, start nothing")
+    p.add_argument("--config", "-c", required=True)
+    p.set_defaults(func=cmd_check)
+    p = sub.add_parser("detect", help="detect objects in images or video files, JSON lines out")
+    p.add_argument("--config", "-c")
+    p.add_argument("--model")
+    p.add_argument("--labels")
+    p.add_argument("--score-threshold", type=float)
+    p.add_argument("--iou-threshold", type=float)
+    p.add_argument("inputs", nargs="+")
+    p.set_defaults(func=cmd_detect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_CONFIG
+    except BackendError as exc:
+        print(f"vidpipe: {redact.redact_text(str(exc))}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

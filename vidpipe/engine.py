@@ -1,0 +1,272 @@
+"""The shared stage: preprocessing, the asynchronous inference scheduler and postprocessing.
+
+Threads and hand-offs::
+
+    scheduler thread:  hub.take() (round-robin) -> letterbox into a free preallocated buffer
+                       -> wait for a request slot -> age check -> backend.submit()
+    backend thread:    completion callback: outputs copied, buffer released, Completion queued
+    postprocess thread: decode + NMS + filters -> FrameResult -> on_result (the sink pool)
+
+The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
+number of frames between submission and the end of postprocessing is bounded by
+``pipeline_depth``; when postprocessing falls behind, the scheduler waits and the capture
+mailboxes drop the oldest frames (counted), so nothing queues without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from vidpipe.handoff import FrameHub
+from vidpipe.infer.base import InferenceBackend
+from vidpipe.metrics import Metrics
+from vidpipe.postprocess.decode import DecodeParams, Decoder
+from vidpipe.postprocess.pipeline import postprocess
+from vidpipe.preprocess.buffers import BufferPool, InputBuffer
+from vidpipe.types import Completion, Frame, FrameResult, Letterbox
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class CameraRules:
+    """Per-camera postprocessing settings."""
+
+    params: DecodeParams
+    class_ids: frozenset[int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ticket:
+    frame: Frame
+    letterbox: Letterbox
+    buffer: InputBuffer
+    t_submit: float
+
+
+class Engine:
+    """Preprocess, infer and postprocess frames from every camera."""
+
+    def __init__(
+        self,
+        backend: InferenceBackend,
+        decoder: Decoder,
+        labels: Sequence[str],
+        metrics: Metrics,
+        on_result: Callable[[FrameResult], None],
+        *,
+        default_rules: CameraRules,
+        iou_threshold: float,
+        max_frame_age_s: float,
+        keep_images: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.decoder = decoder
+        self.labels = tuple(labels)
+        self.metrics = metrics
+        self.on_result = on_result
+        self.iou_threshold = iou_threshold
+        self.max_frame_age_s = max_frame_age_s
+        self.keep_images = keep_images
+        self._default_rules = default_rules
+        self._rules: dict[str, CameraRules] = {}
+        self.pool = BufferPool(backend.input_spec, 2 * backend.capacity)
+        self.pipeline_depth = 4 * backend.capacity
+        self._depth = threading.BoundedSemaphore(self.pipeline_depth)
+        self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._idle = threading.Condition()
+        self._unfinished = 0
+        self.submitted = 0
+        self.completed = 0
+        self.last_completion = time.monotonic()
+        metrics.pool_size.set(backend.capacity)
+        metrics.inflight.set_function(backend.in_flight)
+        desc = backend.description
+        metrics.inference_info.labels(
+            backend=desc.get("backend", "?"),
+            device=desc.get("device", "?"),
+            precision=desc.get("precision", "?"),
+            hint=desc.get("hint", "?"),
+            model=desc.get("model", "?"),
+        ).set(1)
+
+    def set_rules(self, camera: str, rules: CameraRules | None) -> None:
+        """Per-camera thresholds and class filter (None: the model's defaults)."""
+        if rules is None:
+            self._rules.pop(camera, None)
+        else:
+            self._rules[camera] = rules
+
+    # ------------------------------------------------------------------ threads
+
+    def start(self, hub: FrameHub | None = None) -> None:
+        """Start postprocessing and, with a hub, the scheduler thread."""
+        self._spawn("postprocess", self._postprocess_loop)
+        if hub is not None:
+            self._spawn("scheduler", lambda: self._schedule_loop(hub))
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=f"vidpipe-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _schedule_loop(self, hub: FrameHub) -> None:
+        while not self._stop.is_set():
+            frame = hub.take(_POLL_S)
+            if frame is not None:
+                try:
+                    self.submit(frame)
+                except Exception:
+                    log.exception("scheduler failed to submit a frame of %s", frame.camera)
+                    self.metrics.camera(frame.camera).drop("inference_error")
+
+    def stop_scheduler(self) -> None:
+        """Stop taking new frames (in-flight work continues)."""
+        self._stop.set()
+
+    # ------------------------------------------------------------------ submission
+
+    def submit(self, frame: Frame, stop: threading.Event | None = None) -> bool:
+        """Preprocess and submit one frame; blocks while the pipeline is full.
+
+        Returns False if the frame was dropped (too old) or ``stop`` was set while waiting.
+        """
+        stop = stop or self._stop
+        cam = self.metrics.camera(frame.camera)
+        buf = self._wait(lambda: self.pool.acquire(_POLL_S), stop)
+        if buf is None:
+            cam.drop("shutdown")
+            return False
+        lb = buf.fill(frame.image)
+        if not self._wait(lambda: self._depth.acquire(timeout=_POLL_S), stop):
+            self.pool.release(buf)
+            cam.drop("shutdown")
+            return False
+        if not self._wait(lambda: self.backend.wait_slot(_POLL_S), stop):
+            self._release(buf)
+            cam.drop("shutdown")
+            return False
+        now = time.monotonic()
+        if now - frame.t_capture > self.max_frame_age_s:
+            self._release(buf)
+            cam.drop("too_old")
+            return False
+        with self._idle:
+            self._unfinished += 1
+            self.submitted += 1
+        ticket = _Ticket(frame, lb, buf, now)
+        self.backend.submit(buf.tensor, buf.index, ticket, self._on_done)
+        return True
+
+    @staticmethod
+    def _wait(attempt: Callable[[], object], stop: threading.Event) -> object | None:
+        while True:
+            got = attempt()
+            if got:
+                return got
+            if stop.is_set():
+                return None
+
+    def _release(self, buf: InputBuffer) -> None:
+        self.pool.release(buf)
+        self._depth.release()
+
+    def _on_done(self, completion: Completion) -> None:
+        """Backend callback thread: free the input buffer and hand on. Nothing else."""
+        ticket = completion.tag
+        if isinstance(ticket, _Ticket):
+            self.pool.release(ticket.buffer)
+        self._done.put(completion)
+
+    # ------------------------------------------------------------------ postprocessing
+
+    def _postprocess_loop(self) -> None:
+        while True:
+            completion = self._done.get()
+            if completion is None:
+                return
+            try:
+                self._postprocess(completion)
+            except Exception:
+                log.exception("postprocessing failed")
+                self.metrics.camera(completion.tag.frame.camera).drop("inference_error")
+            finally:
+                self._depth.release()
+                with self._idle:
+                    self._unfinished -= 1
+                    self.completed += 1
+                    self._idle.notify_all()
+
+    def _postprocess(self, completion: Completion) -> None:
+        ticket: _Ticket = completion.tag
+        frame = ticket.frame
+        cam = self.metrics.camera(frame.camera)
+        if completion.error is not None or completion.outputs is None:
+            self.metrics.inference_errors.inc()
+            cam.drop("inference_error")
+            return
+        self.metrics.inference_latency.observe(completion.infer_s)
+        rules = self._rules.get(frame.camera, self._default_rules)
+        dets = postprocess(
+            [o[0] for o in completion.outputs],
+            ticket.letterbox,
+            self.decoder,
+            rules.params,
+            self.iou_threshold,
+            rules.class_ids,
+        )
+        t_done = time.monotonic()
+        self.last_completion = t_done
+        result = FrameResult(
+            camera=frame.camera,
+            seq=frame.seq,
+            t_capture=frame.t_capture,
+            t_done=t_done,
+            wall_time=time.time(),
+            width=frame.width,
+            height=frame.height,
+            detections=dets,
+            labels=self.labels,
+            image=frame.image if self.keep_images else None,
+        )
+        cam.inferred.inc()
+        cam.e2e_latency.observe(t_done - frame.t_capture)
+        if len(dets):
+            self._count_classes(cam.detections, dets.class_id.tolist())
+        self.on_result(result)
+
+    def _count_classes(self, inc: Callable[[str, int], None], class_ids: list[int]) -> None:
+        counts: dict[int, int] = {}
+        for cid in class_ids:
+            counts[cid] = counts.get(cid, 0) + 1
+        for cid, n in counts.items():
+            inc(self.labels[cid] if 0 <= cid < len(self.labels) else str(cid), n)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every submitted frame has been postprocessed and handed on."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._unfinished == 0, timeout_s)
+
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Stop the scheduler, drain, stop postprocessing, close the backend."""
+        self._stop.set()
+        drained = self.drain(timeout_s)
+        self._done.put(None)
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                log.warning("thread %s still alive after %.1f s", t.name, timeout_s)
+        self.backend.close()
+        return drained

@@ -1,0 +1,221 @@
+"""OpenVINO backend: a compiled model behind an ``AsyncInferQueue`` request pool.
+
+Facts this module is built around (measured with openvino 2026.4, see shared/NOTES.md):
+
+* ``AsyncInferQueue.start_async`` is not safe with several submitting threads, so only the
+  scheduler thread calls ``submit``.
+* The Python callback runs with the GIL held and before its request returns to the idle pool,
+  so it only copies the outputs and hands a ``Completion`` on.
+* An exception escaping the callback is re-raised by the next queue call and the second one
+  aborts the process: the callback body is fully guarded.
+* A failed inference never calls the callback; the stored error surfaces from the next
+  ``start_async``. ``submit`` then reclaims the slot of the request that failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+from openvino.preprocess import PrePostProcessor
+
+from vidpipe.config import OpenVINOConfig
+from vidpipe.infer.base import BackendError
+from vidpipe.types import Completion, TensorSpec
+
+log = logging.getLogger(__name__)
+
+_HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
+
+
+def _read_model(core: ov.Core, path: Path) -> ov.Model:
+    if not path.is_file():
+        raise BackendError(f"model file not found: {path}")
+    try:
+        return core.read_model(str(path))
+    except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long texts
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendError(f"cannot read model {path}: {first}") from None
+
+
+def _input_layout(shape: list[int], path: Path) -> str:
+    if len(shape) != 4:
+        raise BackendError(f"model {path}: expected a 4-D image input, got shape {shape}")
+    if shape[1] == 3:
+        return "NCHW"
+    if shape[3] == 3:
+        return "NHWC"
+    raise BackendError(f"model {path}: cannot tell the layout of input shape {shape}")
+
+
+def _static_input_shape(model: ov.Model, path: Path) -> list[int]:
+    if len(model.inputs) != 1:
+        raise BackendError(f"model {path}: expected one input, found {len(model.inputs)}")
+    pshape = model.input().get_partial_shape()
+    if pshape.rank.is_dynamic:
+        raise BackendError(f"model {path}: input rank is dynamic")
+    dims = [d.get_length() if d.is_static else -1 for d in pshape]
+    if dims[0] != 1:  # dynamic or larger batch: this backend submits one frame per request
+        dims[0] = 1
+        model.reshape({model.input().get_any_name(): ov.PartialShape(dims)})
+    if any(d <= 0 for d in dims):
+        raise BackendError(f"model {path}: input spatial size must be static, got {pshape}")
+    return dims
+
+
+class OpenVINOBackend:
+    """An OpenVINO request pool implementing ``InferenceBackend``."""
+
+    def __init__(self, model_path: Path, cfg: OpenVINOConfig, core: ov.Core | None = None) -> None:
+        self._core = core or ov.Core()
+        model = _read_model(self._core, model_path)
+        dims = _static_input_shape(model, model_path)
+        layout = _input_layout(dims, model_path)
+        name = model.input().get_any_name()
+        h, w = (dims[2], dims[3]) if layout == "NCHW" else (dims[1], dims[2])
+        if cfg.preprocess_in_graph:
+            ppp = PrePostProcessor(model)
+            ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
+            ppp.input().preprocess().convert_element_type(ov.Type.f32)
+            ppp.input().model().set_layout(ov.Layout(layout))
+            model = ppp.build()
+            self.input_spec = TensorSpec(name, (1, h, w, 3), "u8", "NHWC")
+        else:
+            if layout != "NCHW":
+                raise BackendError(f"model {model_path}: NHWC input needs preprocess_in_graph")
+            self.input_spec = TensorSpec(name, (1, 3, h, w), "f32", "NCHW")
+        self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
+        self._compiled = self._compile(model, cfg, model_path)
+        optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        self.capacity = cfg.num_requests or optimal
+        self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
+        self._queue.set_callback(self._on_complete)
+        self._n_outputs = len(model.outputs)
+        self._tensors: dict[int, ov.Tensor] = {}
+        self._cond = threading.Condition()
+        self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
+        self._next_id = 0
+        self._closed = False
+        self.callback_errors = 0
+        precision = self._compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.description = {
+            "backend": "openvino",
+            "device": cfg.device,
+            "precision": precision.get_type_name() if hasattr(precision, "get_type_name") else str(precision),
+            "hint": cfg.hint,
+            "model": model_path.name,
+            "requests": str(self.capacity),
+            "optimal_requests": str(optimal),
+            "streams": str(self._compiled.get_property("NUM_STREAMS")),
+            "input": f"{self.input_spec.dtype} {self.input_spec.layout} {list(self.input_spec.shape)}",
+        }
+
+    def _compile(self, model: ov.Model, cfg: OpenVINOConfig, path: Path) -> ov.CompiledModel:
+        props: dict[str, Any] = {"PERFORMANCE_HINT": _HINTS[cfg.hint]}
+        if cfg.precision != "auto":
+            props["INFERENCE_PRECISION_HINT"] = cfg.precision
+        if cfg.num_streams:
+            props["NUM_STREAMS"] = cfg.num_streams
+        try:
+            return self._core.compile_model(model, cfg.device, props)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            raise BackendError(
+                f"cannot compile {path} for device {cfg.device!r} with {props}: "
+                f"{text[0] if text else type(exc).__name__}"
+            ) from None
+
+    # ------------------------------------------------------------------ submission
+
+    def wait_slot(self, timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._inflight) < self.capacity, timeout_s)
+
+    def in_flight(self) -> int:
+        with self._cond:
+            return len(self._inflight)
+
+    def submit(
+        self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
+    ) -> None:
+        """Start one request. Call from one thread only; ``wait_slot`` first."""
+        ov_tensor = self._tensors.get(buffer_index)
+        if ov_tensor is None:  # pool buffers are fixed: one shared-memory Tensor per buffer
+            ov_tensor = ov.Tensor(tensor, shared_memory=True)
+            self._tensors[buffer_index] = ov_tensor
+        with self._cond:
+            if self._closed:
+                raise BackendError("backend is closed")
+            sub_id = self._next_id
+            self._next_id += 1
+            self._inflight[sub_id] = (tag, on_done, time.perf_counter())
+        try:
+            self._queue.start_async({0: ov_tensor}, sub_id)
+        except Exception as exc:
+            # Either our own request was refused, or an earlier failed inference surfaced here.
+            self._reclaim_failed(exc, sub_id)
+
+    def _reclaim_failed(self, exc: Exception, sub_id: int) -> None:
+        log.error("inference request failed: %s", str(exc).strip().splitlines()[:1])
+        idle = self._idle_submissions()
+        idle.add(sub_id)
+        for sid in idle:
+            self._finish(sid, None, exc)
+
+    def _idle_submissions(self) -> set[int]:
+        """Submissions whose request is idle although no callback came (failed inference)."""
+        userdata = list(self._queue.userdata)
+        with self._cond:
+            pending = set(self._inflight)
+        busy = {u for i, u in enumerate(userdata) if not self._request_idle(i)}
+        return {u for u in userdata if u in pending and u not in busy}
+
+    def _request_idle(self, index: int) -> bool:
+        try:
+            return bool(self._queue[index].wait_for(0))
+        except Exception:
+            return True  # a request that holds an error is not running
+
+    def _on_complete(self, request: ov.InferRequest, sub_id: Any) -> None:
+        """AsyncInferQueue callback: copy outputs out, hand them on. Never raises."""
+        try:
+            outputs = tuple(
+                np.array(request.get_output_tensor(i).data, copy=True)
+                for i in range(self._n_outputs)
+            )
+            self._finish(sub_id, outputs, None)
+        except BaseException as exc:  # noqa: BLE001 - nothing may escape this callback
+            self.callback_errors += 1
+            try:
+                self._finish(sub_id, None, exc)
+            except BaseException:  # noqa: BLE001
+                log.exception("inference completion handler failed")
+
+    def _finish(self, sub_id: int, outputs: tuple[np.ndarray, ...] | None, exc: BaseException | None) -> None:
+        with self._cond:
+            entry = self._inflight.pop(sub_id, None)
+            self._cond.notify_all()
+        if entry is None:
+            return
+        tag, on_done, t0 = entry
+        on_done(Completion(tag, outputs, exc, time.perf_counter() - t0))
+
+    # ------------------------------------------------------------------ shutdown
+
+    def drain(self, timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._inflight, timeout_s)
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+        if not self.drain(5.0):
+            log.warning("closing with %d inference requests still running", self.in_flight())

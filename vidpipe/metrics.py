@@ -1,0 +1,155 @@
+"""Every Prometheus metric of vidpipe, defined once.
+
+A ``Metrics`` instance owns its own ``CollectorRegistry`` so that several pipelines (tests, the
+benchmark harness) can live in one process. Hot paths use the per-camera children from
+``Metrics.camera(name)``, which resolve label values once instead of per frame.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+
+from vidpipe.types import CameraState
+
+# Latency buckets in seconds: inference on a CPU is 5-100 ms, end to end up to seconds.
+_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10)
+
+DROP_REASONS = (
+    "overwritten",  # capture mailbox replaced a frame preprocessing had not taken yet
+    "decimated",  # detect_fps: decoded but not sent to inference
+    "too_old",  # older than scheduler.max_frame_age_ms when a slot was free
+    "inference_error",  # the request failed
+    "shutdown",  # still queued when the shutdown timeout ran out
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CameraMetrics:
+    """Metric children bound to one camera's label value."""
+
+    captured: Counter
+    inferred: Counter
+    up: Gauge
+    reconnects: Counter
+    e2e_latency: Histogram
+    dropped: dict[str, Counter]
+    metrics: Metrics
+    name: str
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason].inc(n)
+
+    def error(self, reason: str) -> None:
+        self.metrics.camera_errors.labels(camera=self.name, reason=reason).inc()
+
+    def set_state(self, state: CameraState) -> None:
+        for s in CameraState:
+            self.metrics.camera_state.labels(camera=self.name, state=s.value).set(
+                1 if s is state else 0
+            )
+        self.up.set(1 if state is CameraState.STREAMING else 0)
+
+    def detections(self, class_name: str, n: int) -> None:
+        self.metrics.detections.labels(camera=self.name, **{"class": class_name}).inc(n)
+
+
+class Metrics:
+    """The metric registry of one pipeline."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.frames_captured = Counter(
+            "vidpipe_frames_captured", "Frames decoded from the camera", ["camera"], registry=r
+        )
+        self.frames_inferred = Counter(
+            "vidpipe_frames_inferred", "Frames that completed inference", ["camera"], registry=r
+        )
+        self.frames_dropped = Counter(
+            "vidpipe_frames_dropped",
+            "Frames decoded but not inferred, by reason",
+            ["camera", "reason"],
+            registry=r,
+        )
+        self.camera_up = Gauge("vidpipe_camera_up", "1 while streaming", ["camera"], registry=r)
+        self.camera_state = Gauge(
+            "vidpipe_camera_state", "1 for the worker's current state", ["camera", "state"],
+            registry=r,
+        )
+        self.camera_reconnects = Counter(
+            "vidpipe_camera_reconnects", "Reopen attempts after a failure", ["camera"], registry=r
+        )
+        self.camera_errors = Counter(
+            "vidpipe_camera_errors", "Capture errors by reason", ["camera", "reason"], registry=r
+        )
+        self.inference_latency = Histogram(
+            "vidpipe_inference_latency_seconds",
+            "Submit to completion of one inference request",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e_latency = Histogram(
+            "vidpipe_end_to_end_latency_seconds",
+            "Capture to postprocessed result",
+            ["camera"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.inflight = Gauge("vidpipe_inflight_requests", "Requests in flight", registry=r)
+        self.pool_size = Gauge("vidpipe_pool_size", "Inference request slots", registry=r)
+        self.inference_errors = Counter(
+            "vidpipe_inference_errors", "Failed inference requests or callbacks", registry=r
+        )
+        self.inference_info = Gauge(
+            "vidpipe_inference_info",
+            "Inference backend in use (value 1)",
+            ["backend", "device", "precision", "hint", "model"],
+            registry=r,
+        )
+        self.detections = Counter(
+            "vidpipe_detections", "Detections reported", ["camera", "class"], registry=r
+        )
+        self.sink_queue_depth = Gauge(
+            "vidpipe_sink_queue_depth", "Items waiting in a sink's queue", ["sink"], registry=r
+        )
+        self.sink_dropped = Counter(
+            "vidpipe_sink_dropped", "Items a sink dropped, by reason", ["sink", "reason"],
+            registry=r,
+        )
+        self.sink_errors = Counter(
+            "vidpipe_sink_errors", "Failed sink writes", ["sink"], registry=r
+        )
+        self.sink_written = Counter(
+            "vidpipe_sink_written", "Items a sink handled", ["sink"], registry=r
+        )
+        self._cameras: dict[str, CameraMetrics] = {}
+        self._lock = threading.Lock()
+
+    def camera(self, name: str) -> CameraMetrics:
+        """Bound children for one camera (created once, then cached)."""
+        with self._lock:
+            cm = self._cameras.get(name)
+            if cm is None:
+                cm = CameraMetrics(
+                    captured=self.frames_captured.labels(camera=name),
+                    inferred=self.frames_inferred.labels(camera=name),
+                    up=self.camera_up.labels(camera=name),
+                    reconnects=self.camera_reconnects.labels(camera=name),
+                    e2e_latency=self.e2e_latency.labels(camera=name),
+                    dropped={
+                        r: self.frames_dropped.labels(camera=name, reason=r) for r in DROP_REASONS
+                    },
+                    metrics=self,
+                    name=name,
+                )
+                self._cameras[name] = cm
+            return cm
+
+    def serve(self, host: str, port: int) -> tuple[object, int]:
+        """Start the /metrics HTTP server; returns (server, bound port)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server, int(server.server_port)

@@ -1,0 +1,34 @@
+"""Postprocess stage: pure functions from raw model outputs to drawn detections.
+
+``decode`` turns raw outputs into boxes in model-input pixels, ``nms`` suppresses duplicates,
+``pipeline.postprocess`` chains them and maps boxes back to frame pixels, ``draw`` annotates
+a copy of a frame.
+"""
+
+from vidpipe.postprocess.decode import (
+    DECODERS,
+    DecodeParams,
+    Decoder,
+    check_output_shapes,
+    decode_ssd,
+    decode_yolov8,
+    decode_yolox,
+)
+from vidpipe.postprocess.draw import draw_detections
+from vidpipe.postprocess.nms import box_iou, nms, nms_class_aware
+from vidpipe.postprocess.pipeline import postprocess
+
+__all__ = [
+    "DECODERS",
+    "DecodeParams",
+    "Decoder",
+    "box_iou",
+    "check_output_shapes",
+    "decode_ssd",
+    "decode_yolov8",
+    "decode_yolox",
+    "draw_detections",
+    "nms",
+    "nms_class_aware",
+    "postprocess",
+]

@@ -1,0 +1,276 @@
+"""Decode raw model outputs into detections in model-input pixels.
+
+Every decoder takes the outputs of ONE image (batch dimension already stripped) and returns
+:class:`~vidpipe.types.Detections` whose boxes are in model-input pixels, i.e. still
+letterboxed. Only rows scoring at least ``params.score_threshold`` are returned; a row that
+scores several classes keeps its best class only. NMS and un-letterboxing are done later, in
+:mod:`vidpipe.postprocess.pipeline`.
+
+:func:`check_output_shapes` validates a model's output shapes once, at load time, so that a
+model that does not fit fails with a clear message instead of decoding garbage per frame.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from vidpipe.types import Detections
+
+#: Strides of the three YOLOX / YOLOv8 detection heads, in the order their anchors appear.
+STRIDES: tuple[int, ...] = (8, 16, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeParams:
+    """What a decoder needs to know besides the raw outputs.
+
+    Attributes:
+        input_w: model input width, pixels.
+        input_h: model input height, pixels.
+        score_threshold: rows scoring below this are dropped.
+    """
+
+    input_w: int
+    input_h: int
+    score_threshold: float
+
+
+Decoder = Callable[[Sequence[np.ndarray], DecodeParams], Detections]
+
+
+def num_anchors(input_w: int, input_h: int) -> int:
+    """Number of anchor points of a three-head (strides 8, 16, 32) anchor-free model."""
+    return sum((input_w // s) * (input_h // s) for s in STRIDES)
+
+
+@functools.lru_cache(maxsize=8)
+def _yolox_grid(input_w: int, input_h: int) -> tuple[npt.NDArray[np.float32], ...]:
+    """Grid offsets and strides of every YOLOX anchor point, computed once per input size.
+
+    Returns:
+        ``grid (A, 2)`` float32 ``(gx, gy)`` and ``stride (A, 1)`` float32, read-only, with
+        ``A = num_anchors(input_w, input_h)``; heads in stride order, row-major, gx fastest.
+    """
+    grids, strides = [], []
+    for s in STRIDES:
+        gy, gx = np.mgrid[0 : input_h // s, 0 : input_w // s]
+        grids.append(np.stack([gx.ravel(), gy.ravel()], axis=1))
+        strides.append(np.full((gx.size, 1), s))
+    grid = np.concatenate(grids).astype(np.float32)
+    stride = np.concatenate(strides).astype(np.float32)
+    grid.setflags(write=False)
+    stride.setflags(write=False)
+    return grid, stride
+
+
+def _single_output(outputs: Sequence[np.ndarray], model: str) -> np.ndarray:
+    if len(outputs) != 1:
+        raise ValueError(f"{model} decoder expects exactly 1 output, got {len(outputs)}")
+    return np.asarray(outputs[0])
+
+
+def _cxcywh_to_xyxy(cxcy: np.ndarray, wh: np.ndarray) -> npt.NDArray[np.float32]:
+    """``(N, 2)`` centres and ``(N, 2)`` sizes to ``(N, 4)`` float32 ``x1, y1, x2, y2``."""
+    half = wh * 0.5
+    return np.concatenate([cxcy - half, cxcy + half], axis=1).astype(np.float32, copy=False)
+
+
+def decode_yolox(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detections:
+    """Decode a YOLOX head output.
+
+    Args:
+        outputs: one array ``(A, 5 + C)``: per anchor point ``x, y`` grid offsets, ``w, h``
+            log sizes, objectness, then ``C`` class probabilities (sigmoid already applied).
+            ``A = num_anchors(input_w, input_h)``.
+        params: input size and score threshold.
+
+    Returns:
+        Detections with ``score = objectness * best class probability`` and boxes in input
+        pixels: ``cx = (x + gx) * s``, ``w = exp(w) * s``.
+
+    Raises:
+        ValueError: the output does not have the expected shape.
+    """
+    out = _single_output(outputs, "YOLOX")
+    grid, stride = _yolox_grid(params.input_w, params.input_h)
+    if out.ndim != 2 or out.shape[0] != grid.shape[0] or out.shape[1] < 6:
+        raise ValueError(
+            f"YOLOX output has shape {out.shape}, expected ({grid.shape[0]}, 5+C) for input "
+            f"{params.input_w}x{params.input_h}"
+        )
+    cls_prob = out[:, 5:]
+    # objectness is one factor per row, so the best class of obj * p is the best class of p.
+    class_id = cls_prob.argmax(axis=1)
+    score = out[:, 4] * np.take_along_axis(cls_prob, class_id[:, None], axis=1)[:, 0]
+    keep = np.flatnonzero(score >= params.score_threshold)
+    rows, s = out[keep], stride[keep]
+    cxcy = (rows[:, 0:2] + grid[keep]) * s
+    wh = np.exp(rows[:, 2:4]) * s
+    return Detections(_cxcywh_to_xyxy(cxcy, wh), score[keep], class_id[keep])
+
+
+def decode_yolov8(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detections:
+    """Decode an Ultralytics YOLOv8 / YOLO11 detection export.
+
+    Args:
+        outputs: one array ``(4 + C, N)``: rows ``cx, cy, w, h`` in input pixels, then ``C``
+            class scores; no objectness.
+        params: input size and score threshold.
+
+    Returns:
+        Detections with the best class score per anchor and boxes in input pixels.
+
+    Raises:
+        ValueError: the output does not have the expected shape.
+    """
+    out = _single_output(outputs, "YOLOv8")
+    if out.ndim != 2 or out.shape[0] < 5:
+        raise ValueError(f"YOLOv8 output has shape {out.shape}, expected (4+C, N)")
+    cls_score = out[4:]
+    class_id = cls_score.argmax(axis=0)
+    score = np.take_along_axis(cls_score, class_id[None, :], axis=0)[0]
+    keep = np.flatnonzero(score >= params.score_threshold)
+    rows = out[:4, keep].T
+    return Detections(_cxcywh_to_xyxy(rows[:, 0:2], rows[:, 2:4]), score[keep], class_id[keep])
+
+
+def decode_ssd(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detections:
+    """Decode an SSD ``DetectionOutput`` layer.
+
+    Args:
+        outputs: one array ``(1, N, 7)`` (or ``(N, 7)``); each row is ``image_id, label,
+            conf, x_min, y_min, x_max, y_max`` with coordinates normalised to 0-1. The first
+            row with ``image_id < 0`` ends the list.
+        params: input size and score threshold.
+
+    Returns:
+        Detections with ``class_id = label`` (as the model numbers it, background
+        included if the model has one) and boxes scaled to input pixels.
+
+    Raises:
+        ValueError: the output does not have the expected shape.
+    """
+    out = _single_output(outputs, "SSD")
+    if out.shape[-1:] != (7,) or out.ndim not in (2, 3) or (out.ndim == 3 and out.shape[0] != 1):
+        raise ValueError(f"SSD output has shape {out.shape}, expected (1, N, 7)")
+    rows = out.reshape(-1, 7)
+    ended = np.flatnonzero(rows[:, 0] < 0)
+    if ended.size:
+        rows = rows[: ended[0]]
+    rows = rows[rows[:, 2] >= params.score_threshold]
+    scale = np.array([params.input_w, params.input_h] * 2, dtype=np.float32)
+    xyxy = rows[:, 3:7].astype(np.float32) * scale
+    return Detections(xyxy, rows[:, 2], rows[:, 1].astype(np.int32))
+
+
+DECODERS: dict[str, Decoder] = {
+    "yolox": decode_yolox,
+    "yolov8": decode_yolov8,
+    "ssd": decode_ssd,
+}
+
+
+def _fmt(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _dynamic(dim: int) -> bool:
+    return dim <= 0
+
+
+def _batch_ok(shape: Sequence[int]) -> bool:
+    return _dynamic(shape[0]) or shape[0] >= 1
+
+
+def _check_yolox(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, list[str]]:
+    anchors = num_anchors(input_w, input_h)
+    if (
+        len(shape) == 3
+        and _batch_ok(shape)
+        and (_dynamic(shape[1]) or shape[1] == anchors)
+        and shape[2] >= 6
+    ):
+        return shape[2] - 5, []
+    return 0, [
+        f"model output {_fmt(shape)} does not look like YOLOX for input {input_w}x{input_h}: "
+        f"expected (1, {anchors}, 5+C)"
+    ]
+
+
+def _check_yolov8(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, list[str]]:
+    anchors = num_anchors(input_w, input_h)
+    if (
+        len(shape) == 3
+        and _batch_ok(shape)
+        and (_dynamic(shape[2]) or shape[2] == anchors)
+        and shape[1] >= 5
+    ):
+        return shape[1] - 4, []
+    hint = ""
+    if len(shape) == 3 and shape[1] == anchors and shape[2] >= 5:
+        hint = " (it looks transposed: (1, N, 4+C))"
+    return 0, [
+        f"model output {_fmt(shape)} does not look like YOLOv8 for input {input_w}x{input_h}: "
+        f"expected (1, 4+C, {anchors}){hint}"
+    ]
+
+
+def _check_ssd(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, list[str]]:
+    if len(shape) == 4 and _batch_ok(shape) and shape[1] == 1 and shape[3] == 7:
+        return 0, []
+    return 0, [
+        f"model output {_fmt(shape)} does not look like an SSD DetectionOutput for input "
+        f"{input_w}x{input_h}: expected (1, 1, N, 7)"
+    ]
+
+
+_SHAPE_CHECKS: dict[str, Callable[[Sequence[int], int, int], tuple[int, list[str]]]] = {
+    "yolox": _check_yolox,
+    "yolov8": _check_yolov8,
+    "ssd": _check_ssd,
+}
+
+
+def check_output_shapes(
+    model_type: str,
+    output_shapes: Sequence[Sequence[int]],
+    input_w: int,
+    input_h: int,
+    num_labels: int | None,
+) -> tuple[int, list[str]]:
+    """Check that a model's outputs fit the decoder for ``model_type``.
+
+    Args:
+        model_type: a key of :data:`DECODERS`.
+        output_shapes: the shape of every model output, batch dimension included (it may be
+            ``-1`` or ``0`` for a dynamic batch).
+        input_w: model input width, pixels.
+        input_h: model input height, pixels.
+        num_labels: number of names in the label file, or None if there is none.
+
+    Returns:
+        ``(num_classes, problems)``: the class count read from the output shape and a list of
+        human-readable problems, empty when the model fits. An SSD output does not encode its
+        class count, so for SSD ``num_classes`` is ``num_labels`` (0 without a label file).
+    """
+    check = _SHAPE_CHECKS.get(model_type)
+    if check is None:
+        valid = ", ".join(sorted(_SHAPE_CHECKS))
+        return 0, [f"unknown model type {model_type!r}; valid types: {valid}"]
+    shapes = [tuple(int(d) for d in s) for s in output_shapes]
+    if len(shapes) != 1:
+        listed = ", ".join(_fmt(s) for s in shapes) or "none"
+        return 0, [f"a {model_type} model must have exactly 1 output, this one has: {listed}"]
+    num_classes, problems = check(shapes[0], input_w, input_h)
+    if model_type == "ssd":
+        num_classes = num_labels or 0
+    elif not problems and num_labels is not None and num_labels != num_classes:
+        problems.append(
+            f"the label file has {num_labels} names but the model outputs {num_classes} classes"
+        )
+    return num_classes, problems

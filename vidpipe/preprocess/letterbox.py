@@ -1,0 +1,61 @@
+"""Letterbox: resize keeping aspect, place top-left, pad bottom/right. Pure functions."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from vidpipe.types import Letterbox
+
+PAD_VALUE = 114
+
+
+def letterbox_geometry(src_w: int, src_h: int, dst_w: int, dst_h: int) -> tuple[float, int, int]:
+    """Scale and resized size for fitting ``src`` into ``dst``.
+
+    Returns:
+        ``(scale, new_w, new_h)`` with ``new_w <= dst_w`` and ``new_h <= dst_h``.
+    """
+    if src_w <= 0 or src_h <= 0:
+        raise ValueError(f"cannot letterbox an empty image ({src_w}x{src_h})")
+    scale = min(dst_w / src_w, dst_h / src_h)
+    new_w = min(dst_w, max(1, int(src_w * scale)))  # truncate, as the YOLOX reference does
+    new_h = min(dst_h, max(1, int(src_h * scale)))
+    return scale, new_w, new_h
+
+
+def letterbox_into(image: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8]) -> Letterbox:
+    """Letterbox ``image`` into the preallocated ``dst`` without allocating.
+
+    Args:
+        image: ``(H, W, 3)`` uint8 BGR frame.
+        dst: ``(h, w, 3)`` uint8 buffer, overwritten entirely (image top-left, pad 114).
+
+    Returns:
+        The mapping back to ``image`` pixels.
+    """
+    src_h, src_w = image.shape[:2]
+    dst_h, dst_w = dst.shape[:2]
+    scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
+    region = dst[:new_h, :new_w]
+    if new_w == src_w and new_h == src_h:
+        np.copyto(region, image)
+    else:
+        cv2.resize(image, (new_w, new_h), dst=region, interpolation=cv2.INTER_LINEAR)
+    if new_h < dst_h:
+        dst[new_h:, :] = PAD_VALUE
+    if new_w < dst_w:
+        dst[:new_h, new_w:] = PAD_VALUE
+    return Letterbox(scale=scale, src_w=int(src_w), src_h=int(src_h))
+
+
+def letterbox(image: npt.NDArray[np.uint8], dst_w: int, dst_h: int) -> tuple[np.ndarray, Letterbox]:
+    """Allocating convenience form of ``letterbox_into``: returns ``(dst_h, dst_w, 3)`` uint8."""
+    dst = np.empty((dst_h, dst_w, 3), np.uint8)
+    return dst, letterbox_into(image, dst)
+
+
+def hwc_to_chw_float(src: npt.NDArray[np.uint8], dst: npt.NDArray[np.float32]) -> None:
+    """Copy ``(H, W, 3)`` uint8 into a preallocated ``(3, H, W)`` float32 array (no allocation)."""
+    np.copyto(dst, src.transpose(2, 0, 1), casting="unsafe")

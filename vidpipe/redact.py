@@ -1,0 +1,122 @@
+"""Keep camera credentials out of every text the daemon writes.
+
+Two layers:
+
+* ``redact_text`` rewrites any ``scheme://user:password@host`` it finds to
+  ``scheme://user:***@host``. Passwords may contain ``@``, ``:`` or spaces: the userinfo ends
+  at the *last* ``@`` before the host part.
+* Secrets registered with ``register_secret`` (every password taken from the config, also in
+  its percent-encoded and decoded forms) are replaced wherever they appear, even outside a URL.
+
+``install_log_filter`` applies both to every log record; ``StderrRedactor`` applies them to
+whatever C libraries (FFmpeg) write to file descriptor 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+import urllib.parse
+from typing import TextIO
+
+MASK = "***"
+
+# scheme://user:password@host... ; the password runs greedily to the last '@' before the
+# path (so it may contain '@', ':' and spaces). In free text this may over-mask, never under.
+_URL_CRED = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/@]*):(?P<pw>[^/\n]*)"
+    r"@(?P<host>[^@\s/\"'<>]+)(?=[/\s\"'<>?#]|$)"
+)
+_MIN_SECRET_LEN = 4  # shorter strings would mangle unrelated text; URLs are masked anyway
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+_secret_re: re.Pattern[str] | None = None
+
+
+def register_secret(secret: str) -> None:
+    """Remember a secret so it is masked wherever it appears (also URL-encoded forms)."""
+    if not secret or secret == MASK:
+        return
+    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.unquote(secret)}
+    global _secret_re
+    with _lock:
+        _secrets.update(f for f in forms if len(f) >= _MIN_SECRET_LEN)
+        if not _secrets:
+            return
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _secret_re = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def url_password(url: str) -> str | None:
+    """The password part of a URL's userinfo, or None."""
+    m = _URL_CRED.search(url)
+    return m.group("pw") if m else None
+
+
+def redact_text(text: str) -> str:
+    """Mask URL passwords and every registered secret in ``text``."""
+    if "://" in text:
+        text = _URL_CRED.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@{m['host']}", text)
+    pattern = _secret_re
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Logging filter that masks credentials in the formatted message and exception text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        record.msg = redact_text(msg)
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None:
+            import traceback
+
+            record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)))
+            record.exc_info = None
+        return True
+
+
+def install_log_filter(logger: logging.Logger | None = None) -> None:
+    """Attach the redacting filter to every handler of ``logger`` (root by default)."""
+    target = logger or logging.getLogger()
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
+class StderrRedactor:
+    """Route file descriptor 2 through a pipe whose reader masks credentials.
+
+    FFmpeg (inside OpenCV) writes its messages straight to fd 2, bypassing Python logging.
+    """
+
+    def __init__(self, sink: TextIO | None = None) -> None:
+        self._saved_fd = os.dup(2)
+        self._out = sink or os.fdopen(os.dup(self._saved_fd), "w", buffering=1)
+        read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
+        self._reader = os.fdopen(read_fd, "r", errors="replace")
+        self._thread = threading.Thread(target=self._pump, name="stderr-redactor", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        for line in self._reader:
+            try:
+                self._out.write(redact_text(line))
+                self._out.flush()
+            except (OSError, ValueError):
+                return
+
+    def close(self) -> None:
+        """Restore the original fd 2 and let the reader finish what is buffered."""
+        sys.stderr.flush()
+        os.dup2(self._saved_fd, 2)
+        os.close(self._saved_fd)
+        self._thread.join(timeout=2.0)

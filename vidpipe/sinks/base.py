@@ -1,0 +1,293 @@
+"""The sink interface and the pool that runs every sink on its own thread.
+
+``SinkPool.submit`` is called on the pipeline's hot path and never blocks: each sink has its
+own bounded queue whose drop policy is *drop oldest* (the newest result is the most useful one
+to an operator), and every drop is counted. A slow, stalled or failing sink therefore costs the
+pipeline nothing but the items that sink drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from vidpipe.metrics import Metrics
+from vidpipe.types import FrameResult
+
+logger = logging.getLogger(__name__)
+
+#: How long an idle worker waits on its queue before re-checking the stop Event.
+_POLL_S = 0.5
+#: Extra time close() gives stopped workers to end after the flush used up its timeout.
+_JOIN_GRACE_S = 0.2
+#: At most one error line per sink per this many seconds.
+ERROR_LOG_INTERVAL_S = 10.0
+
+
+class Sink(Protocol):
+    """Something that consumes frame results, one at a time, on its own thread.
+
+    Attributes:
+        name: unique among the daemon's sinks, e.g. ``"jsonl"`` or ``"jsonl:2"``; the value of
+            the ``sink`` metric label.
+        wants_images: whether ``handle`` needs ``FrameResult.image`` (the daemon attaches the
+            frame only when some sink wants it).
+        queue_size: capacity of the sink's queue in the pool.
+    """
+
+    name: str
+    wants_images: bool
+    queue_size: int
+
+    def handle(self, result: FrameResult) -> None:
+        """Consume one result. Runs on the sink's worker thread; may raise (counted, logged)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources. Idempotent."""
+        ...
+
+
+class _ErrorLog:
+    """Rate-limited error logging of one sink: one line per interval, then a suppressed count."""
+
+    def __init__(self, sink_name: str, interval_s: float) -> None:
+        self._sink_name = sink_name
+        self._interval_s = interval_s
+        self._last_logged = -float("inf")
+        self._suppressed = 0
+        self._failing = 0  # consecutive failures, to report recovery
+
+    def failed(self, exc: Exception) -> None:
+        self._failing += 1
+        now = time.monotonic()
+        if now - self._last_logged < self._interval_s:
+            self._suppressed += 1
+            return
+        suffix = f" ({self._suppressed} similar error(s) suppressed)" if self._suppressed else ""
+        logger.error(
+            "sink %s: handle() failed: %s: %s%s",
+            self._sink_name,
+            type(exc).__name__,
+            exc,
+            suffix,
+            exc_info=exc,
+        )
+        self._last_logged = now
+        self._suppressed = 0
+
+    def succeeded(self) -> None:
+        if self._failing:
+            logger.info("sink %s: recovered after %d failure(s)", self._sink_name, self._failing)
+            self._failing = 0
+
+
+class _SinkWorker:
+    """One sink, its drop-oldest queue and its thread."""
+
+    def __init__(self, sink: Sink, metrics: Metrics, error_log_interval_s: float) -> None:
+        if sink.queue_size < 1:
+            raise ValueError(f"sink {sink.name}: queue_size must be >= 1, got {sink.queue_size}")
+        self.sink = sink
+        self._items: deque[FrameResult] = deque()
+        self._cond = threading.Condition()
+        self._busy = False  # handle() is running
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        name = sink.name
+        self._depth = metrics.sink_queue_depth.labels(sink=name)
+        self._dropped_full = metrics.sink_dropped.labels(sink=name, reason="queue_full")
+        self._dropped_shutdown = metrics.sink_dropped.labels(sink=name, reason="shutdown")
+        self._errors = metrics.sink_errors.labels(sink=name)
+        self._written = metrics.sink_written.labels(sink=name)
+        self._error_log = _ErrorLog(name, error_log_interval_s)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"sink-{self.sink.name}", daemon=True
+        )
+        self._thread.start()
+
+    def put(self, item: FrameResult) -> None:
+        """Enqueue without blocking; drop the oldest item when the queue is full."""
+        with self._cond:
+            stopped = self._stop.is_set()
+            full = not stopped and len(self._items) >= self.sink.queue_size
+            if full:
+                self._items.popleft()
+            if not stopped:
+                self._items.append(item)
+                self._depth.set(len(self._items))
+                self._cond.notify()
+        if stopped:
+            self._dropped_shutdown.inc()
+        elif full:
+            self._dropped_full.inc()
+
+    def _next(self) -> FrameResult | None:
+        """The next item, or None once stopping (queued items are then left for ``close``)."""
+        with self._cond:
+            while not self._items and not self._stop.is_set():
+                self._cond.wait(timeout=_POLL_S)
+            if self._stop.is_set():
+                return None
+            self._busy = True
+            item = self._items.popleft()
+            self._depth.set(len(self._items))
+            return item
+
+    def _run(self) -> None:
+        while (item := self._next()) is not None:
+            try:
+                self.sink.handle(item)
+            except Exception as exc:  # noqa: BLE001 - one bad item must not end the worker
+                self._errors.inc()
+                self._error_log.failed(exc)
+            else:
+                self._written.inc()
+                self._error_log.succeeded()
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def wait_idle(self, deadline: float) -> bool:
+        """Wait until the queue is empty and no handle() runs; False at ``deadline``."""
+        with self._cond:
+            while self._items or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(timeout=min(remaining, _POLL_S))
+        return True
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop.set()
+            self._cond.notify_all()
+
+    def join(self, deadline: float) -> bool:
+        """Join the thread until ``deadline``; True when it has ended (or never started)."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        return not self._thread.is_alive()
+
+    def take_leftovers(self) -> int:
+        """Discard what is still queued, count it as dropped for shutdown, return the count."""
+        with self._cond:
+            n = len(self._items)
+            self._items.clear()
+            self._depth.set(0)
+        if n:
+            self._dropped_shutdown.inc(n)
+        return n
+
+
+class SinkPool:
+    """Runs each sink on its own worker thread behind its own bounded queue.
+
+    Args:
+        sinks: the sinks; names must be unique.
+        metrics: where queue depth, drops, errors and writes are counted.
+        error_log_interval_s: at most one error line per sink per this many seconds.
+
+    Raises:
+        ValueError: two sinks share a name, or a sink's ``queue_size`` is below 1.
+    """
+
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        metrics: Metrics,
+        *,
+        error_log_interval_s: float = ERROR_LOG_INTERVAL_S,
+    ) -> None:
+        names = [s.name for s in sinks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"sink names must be unique, duplicated: {duplicates}")
+        self._workers = [_SinkWorker(s, metrics, error_log_interval_s) for s in sinks]
+        self._started = False
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def wants_images(self) -> bool:
+        """True if any sink needs ``FrameResult.image``."""
+        return any(w.sink.wants_images for w in self._workers)
+
+    def start(self) -> None:
+        """Start one worker thread per sink. Raises RuntimeError if started or closed before."""
+        with self._lock:
+            if self._started or self._closed:
+                raise RuntimeError("SinkPool.start() called twice or after close()")
+            self._started = True
+        for w in self._workers:
+            w.start()
+
+    def submit(self, result: FrameResult) -> None:
+        """Hand ``result`` to every sink. Never blocks; a full queue drops its oldest item."""
+        for w in self._workers:
+            w.put(result)
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every queue is empty and no ``handle()`` call is running.
+
+        Returns:
+            True when all sinks are idle, False if ``timeout_s`` ran out first.
+        """
+        deadline = time.monotonic() + timeout_s
+        return all(w.wait_idle(deadline) for w in self._workers)
+
+    def close(self, timeout_s: float) -> dict[str, int]:
+        """Flush, stop the threads and close the sinks, all within ``timeout_s``.
+
+        Items still queued when the time runs out are discarded and counted as
+        ``sink_dropped{reason="shutdown"}``. Stopped threads get up to 0.2 s beyond
+        ``timeout_s`` to end. A sink whose ``handle()`` is still running at the
+        deadline is not closed (closing it under a running call could corrupt its output); its
+        thread is a daemon thread and is logged. Idempotent: later calls return zeros.
+
+        Returns:
+            Per sink name, the number of items left unwritten.
+        """
+        with self._lock:
+            if self._closed:
+                return {w.sink.name: 0 for w in self._workers}
+            self._closed = True
+        deadline = time.monotonic() + timeout_s
+        if self._started and not self.flush(timeout_s):
+            logger.warning("sinks not flushed within %.1f s; stopping anyway", timeout_s)
+        for w in self._workers:
+            w.stop()
+        # Idle workers end within microseconds of stop(); give them that even when the flush
+        # used up the whole timeout, so that one stuck sink does not leave the others unclosed.
+        join_deadline = max(deadline, time.monotonic() + _JOIN_GRACE_S)
+        leftovers: dict[str, int] = {}
+        for w in self._workers:
+            ended = w.join(join_deadline)
+            leftovers[w.sink.name] = n = w.take_leftovers()
+            if n:
+                logger.warning("sink %s: %d item(s) left unwritten at shutdown", w.sink.name, n)
+            if ended:
+                self._close_sink(w.sink)
+            else:
+                logger.error(
+                    "sink %s: thread %s still alive after shutdown timeout (handle() is stuck); "
+                    "sink not closed",
+                    w.sink.name,
+                    f"sink-{w.sink.name}",
+                )
+        return leftovers
+
+    @staticmethod
+    def _close_sink(sink: Sink) -> None:
+        try:
+            sink.close()
+        except Exception:
+            logger.exception("sink %s: close() failed", sink.name)

@@ -1,0 +1,125 @@
+"""JSON Lines sink: one line per processed frame, appended to a file.
+
+Each line is written whole with one ``write(2)`` on an ``O_APPEND`` descriptor, so lines are
+never torn or interleaved, even when several processes append to the same file. Rotation by
+rename (logrotate's default) is noticed within a second and the file is reopened;
+``copytruncate`` works as well because of ``O_APPEND``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vidpipe.types import FrameResult
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+#: How often the file's identity is compared with the open descriptor (rotation check).
+_REOPEN_CHECK_S = 1.0
+
+
+def format_line(result: FrameResult) -> bytes:
+    """The JSON line of one result, newline included.
+
+    Fields: ``camera``, ``frame`` (seq), ``ts`` (wall time, ISO-8601 UTC with milliseconds),
+    ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms resolution) and
+    ``detections`` (``FrameResult.detection_dicts()``).
+    """
+    ts = datetime.fromtimestamp(result.wall_time, UTC).isoformat(timespec="milliseconds")
+    record: dict[str, Any] = {
+        "camera": result.camera,
+        "frame": result.seq,
+        "ts": ts.replace("+00:00", "Z"),
+        "width": result.width,
+        "height": result.height,
+        "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
+        "detections": result.detection_dicts(),
+    }
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, looping on short writes."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class JsonlSink:
+    """Appends one JSON line per frame (or per frame with detections) to ``path``.
+
+    After an ``OSError`` the descriptor is dropped and the file reopened on the next item, so
+    the sink recovers by itself once the cause (full disk, missing directory) goes away.
+
+    Args:
+        name: the sink's unique name.
+        path: the output file; parent directories are created.
+        only_with_detections: skip frames without detections.
+        queue_size: capacity of the sink's queue in the pool.
+    """
+
+    wants_images = False
+
+    def __init__(
+        self, name: str, path: Path, *, only_with_detections: bool = False, queue_size: int = 1024
+    ) -> None:
+        self.name = name
+        self.queue_size = queue_size
+        self._path = Path(path)
+        self._only_with_detections = only_with_detections
+        self._fd: int | None = None
+        self._next_check = 0.0
+        self._lock = threading.Lock()
+
+    def handle(self, result: FrameResult) -> None:
+        """Append the line of ``result``. Raises OSError when the file cannot be written."""
+        if self._only_with_detections and len(result.detections) == 0:
+            return
+        line = format_line(result)
+        with self._lock:
+            fd = self._current_fd()
+            try:
+                write_all(fd, line)
+            except OSError:
+                self._close_fd()
+                raise
+
+    def close(self) -> None:
+        """Close the file. Idempotent."""
+        with self._lock:
+            self._close_fd()
+
+    def _current_fd(self) -> int:
+        """The open descriptor, (re)opened if needed or if the file was rotated away."""
+        now = time.monotonic()
+        if self._fd is not None and now >= self._next_check:
+            self._next_check = now + _REOPEN_CHECK_S
+            if self._rotated(self._fd):
+                self._close_fd()
+        if self._fd is None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self._path, _OPEN_FLAGS, 0o666)
+            self._next_check = now + _REOPEN_CHECK_S
+        return self._fd
+
+    def _rotated(self, fd: int) -> bool:
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            return True
+        open_st = os.fstat(fd)
+        return (st.st_dev, st.st_ino) != (open_st.st_dev, open_st.st_ino)
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            # The descriptor is gone either way; the write error, if any, was already raised.
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -1,0 +1,211 @@
+"""Small frozen message types shared by the pipeline stages.
+
+Stages never import each other; they exchange only these types, the config models and the
+metrics registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class CameraState(enum.Enum):
+    """Lifecycle of a capture worker.
+
+    Allowed transitions (see ``capture.worker.ALLOWED_TRANSITIONS``)::
+
+        CONNECTING -> STREAMING | BACKOFF | STOPPED
+        STREAMING  -> BACKOFF | STOPPED | CONNECTING
+        BACKOFF    -> CONNECTING | STOPPED
+    """
+
+    CONNECTING = "connecting"
+    STREAMING = "streaming"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame from a camera.
+
+    Attributes:
+        camera: camera name from the config.
+        seq: per-camera sequence number of the decoded frame (counts every decoded frame,
+            also those decimated away by ``detect_fps``).
+        t_capture: ``time.monotonic()`` when the frame was read.
+        image: ``(H, W, 3)`` uint8 BGR image. Owned by the frame; never mutated in place.
+    """
+
+    camera: str
+    seq: int
+    t_capture: float
+    image: npt.NDArray[np.uint8]
+
+    @property
+    def height(self) -> int:
+        return int(self.image.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.image.shape[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Letterbox:
+    """How an original frame maps into the model input.
+
+    The image is resized by ``scale`` keeping aspect and placed at the top-left corner of the
+    input; the rest is padding. A point ``p`` in input pixels is ``p / scale`` in frame pixels.
+    """
+
+    scale: float
+    src_w: int
+    src_h: int
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """Shape, element type and layout of a model input."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str = "NCHW"
+
+    @property
+    def height(self) -> int:
+        return int(self.shape[self.layout.index("H")])
+
+    @property
+    def width(self) -> int:
+        return int(self.shape[self.layout.index("W")])
+
+
+def _as_array(name: str, value: Any, dtype: npt.DTypeLike, ndim: int) -> np.ndarray:
+    arr = np.asarray(value, dtype=dtype)
+    if arr.ndim != ndim:
+        raise ValueError(f"Detections.{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    return arr
+
+
+@dataclass(frozen=True, slots=True)
+class Detections:
+    """Detections of one frame as a struct of arrays.
+
+    Attributes:
+        xyxy: ``(N, 4)`` float32 boxes ``x1, y1, x2, y2``.
+        score: ``(N,)`` float32 confidences.
+        class_id: ``(N,)`` int32 class indices.
+    """
+
+    xyxy: npt.NDArray[np.float32]
+    score: npt.NDArray[np.float32]
+    class_id: npt.NDArray[np.int32]
+
+    def __post_init__(self) -> None:
+        if np.size(self.xyxy) == 0:
+            xyxy = np.zeros((0, 4), np.float32)
+        else:
+            xyxy = _as_array("xyxy", self.xyxy, np.float32, 2)
+        if xyxy.shape[1] != 4:
+            raise ValueError(f"Detections.xyxy must have shape (N, 4), got {xyxy.shape}")
+        score = _as_array("score", self.score, np.float32, 1)
+        class_id = _as_array("class_id", self.class_id, np.int32, 1)
+        n = xyxy.shape[0]
+        if score.shape != (n,) or class_id.shape != (n,):
+            raise ValueError(
+                f"Detections arrays disagree: xyxy {xyxy.shape}, score {score.shape}, "
+                f"class_id {class_id.shape}; expected (N, 4), (N,), (N,)"
+            )
+        object.__setattr__(self, "xyxy", xyxy)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "class_id", class_id)
+
+    @classmethod
+    def empty(cls) -> Detections:
+        return cls(
+            np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0,), np.int32)
+        )
+
+    def __len__(self) -> int:
+        return int(self.score.shape[0])
+
+    def select(self, index: npt.ArrayLike) -> Detections:
+        """Subset by boolean mask or integer index array."""
+        idx = np.asarray(index)
+        return Detections(self.xyxy[idx], self.score[idx], self.class_id[idx])
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What an inference backend hands back for one submitted batch.
+
+    Exactly one of ``outputs`` and ``error`` is set. Outputs are copies owned by the receiver
+    (the backend's request slot may already be reused).
+
+    Attributes:
+        tag: whatever the submitter passed with the batch (opaque to the backend).
+        outputs: one array per model output, batch dimension first.
+        error: the failure, if inference failed.
+        infer_s: wall time from submit to completion, seconds.
+    """
+
+    tag: Any
+    outputs: tuple[np.ndarray, ...] | None
+    error: BaseException | None = None
+    infer_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FrameResult:
+    """Postprocessed result of one frame, as sinks receive it.
+
+    Attributes:
+        camera: camera name.
+        seq: frame sequence number.
+        t_capture: monotonic capture time.
+        t_done: monotonic time postprocessing finished.
+        wall_time: ``time.time()`` at completion (for event timestamps).
+        width: original frame width.
+        height: original frame height.
+        detections: boxes in original-frame pixels.
+        labels: class names, indexed by class id.
+        image: the original frame (read-only). Sinks that draw make a copy.
+    """
+
+    camera: str
+    seq: int
+    t_capture: float
+    t_done: float
+    wall_time: float
+    width: int
+    height: int
+    detections: Detections
+    labels: tuple[str, ...] = field(repr=False, default=())
+    image: npt.NDArray[np.uint8] | None = field(repr=False, default=None)
+
+    def detection_dicts(self) -> list[dict[str, Any]]:
+        """Detections as JSON-ready dicts (``class_id``, ``label``, ``score``, ``box``)."""
+        out = []
+        for box, score, cid in zip(
+            self.detections.xyxy.tolist(),
+            self.detections.score.tolist(),
+            self.detections.class_id.tolist(),
+            strict=True,
+        ):
+            label = self.labels[cid] if 0 <= cid < len(self.labels) else str(cid)
+            out.append(
+                {
+                    "class_id": int(cid),
+                    "label": label,
+                    "score": round(float(score), 5),
+                    "box": [round(float(v), 2) for v in box],
+                }
+            )
+        return out
