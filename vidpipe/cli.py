@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from vidpipe import __version__, redact
 from vidpipe.config import Config, ConfigError, LoggingConfig, ModelConfig, load_config
 from vidpipe.infer.base import BackendError
@@ -111,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------- detect
 
 
-def _frames(path: Path) -> Iterator[tuple[int, object]]:
+def _frames(path: Path) -> Iterator[tuple[int, np.ndarray]]:
     import cv2
 
     if path.suffix.lower() in IMAGE_SUFFIXES:
@@ -176,8 +178,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
     spec = loaded.backend.input_spec
     results: list[FrameResult] = []
     engine = Engine(
-        loaded.backend, loaded.decoder, loaded.labels, Metrics(), results.append,
-        default_rules=CameraRules(DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None),
+        loaded.backend,
+        loaded.decoder,
+        loaded.labels,
+        Metrics(),
+        results.append,
+        default_rules=CameraRules(
+            DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None
+        ),
         iou_threshold=cfg.model.iou_threshold,
         max_frame_age_s=float("inf"),
     )
@@ -188,16 +196,25 @@ def cmd_detect(args: argparse.Namespace) -> int:
             path = Path(src)
             try:
                 for index, img in _frames(path):
-                    engine.submit(Frame(camera=path.name, seq=index, t_capture=time.monotonic(), image=img))  # type: ignore[arg-type]
+                    engine.submit(
+                        Frame(camera=path.name, seq=index, t_capture=time.monotonic(), image=img)
+                    )
             except BackendError as exc:
                 print(f"vidpipe detect: {exc}", file=sys.stderr)
                 status = EXIT_FAIL
             engine.drain(60.0)
             for r in sorted(results, key=lambda r: r.seq):
-                print(json.dumps({
-                    "source": r.camera, "frame": r.seq, "width": r.width, "height": r.height,
-                    "detections": r.detection_dicts(),
-                }))
+                print(
+                    json.dumps(
+                        {
+                            "source": r.camera,
+                            "frame": r.seq,
+                            "width": r.width,
+                            "height": r.height,
+                            "detections": r.detection_dicts(),
+                        }
+                    )
+                )
             results.clear()
     finally:
         engine.close()
@@ -208,7 +225,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vidpipe", description="multi-stream video analytics daemon")
+    parser = argparse.ArgumentParser(
+        prog="vidpipe", description="multi-stream video analytics daemon"
+    )
     parser.add_argument("--version", action="version", version=f"vidpipe {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run the daemon in the foreground until SIGINT/SIGTERM")

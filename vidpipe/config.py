@@ -227,7 +227,9 @@ def _substitute(value: str, where: str, problems: list[str], env: dict[str, str]
             cred = name[5:]
             base = env.get("CREDENTIALS_DIRECTORY")
             if not base:
-                problems.append(f"{where}: ${{{name}}} needs $CREDENTIALS_DIRECTORY, which is unset")
+                problems.append(
+                    f"{where}: ${{{name}}} needs $CREDENTIALS_DIRECTORY, which is unset"
+                )
                 return ""
             target = Path(base) / cred
             if "/" in cred or not target.is_file():
@@ -268,7 +270,7 @@ class _Builder:
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for key_node, value_node in node.value:
-                key = self.loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+                key = self.loader.construct_object(key_node)
                 if not isinstance(key, str | int):
                     self.problems.append(f"{where}: mapping key {key!r} is not a string")
                     continue
@@ -283,7 +285,7 @@ class _Builder:
         if isinstance(node, yaml.SequenceNode):
             return [self.build(v, (*path, i)) for i, v in enumerate(node.value)]
         try:
-            value = self.loader.construct_object(node)  # type: ignore[no-untyped-call]
+            value = self.loader.construct_object(node)
         except yaml.YAMLError as exc:
             self.problems.append(f"{where}: {getattr(exc, 'problem', None) or exc}")
             return None

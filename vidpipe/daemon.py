@@ -56,8 +56,13 @@ class Daemon:
         desc = loaded.backend.description
         log.info(
             "model %s on %s: precision %s, hint %s, %s requests (optimal %s), input %s",
-            desc["model"], desc["device"], desc["precision"], desc["hint"],
-            desc["requests"], desc.get("optimal_requests", "?"), desc.get("input", "?"),
+            desc["model"],
+            desc["device"],
+            desc["precision"],
+            desc["hint"],
+            desc["requests"],
+            desc.get("optimal_requests", "?"),
+            desc.get("input", "?"),
         )
         if cfg.metrics.enabled:
             self._metrics_server, self.metrics_port = self.metrics.serve(

@@ -142,7 +142,7 @@ class Engine:
         """
         stop = stop or self._stop
         cam = self.metrics.camera(frame.camera)
-        buf = self._wait(lambda: self.pool.acquire(_POLL_S), stop)
+        buf = self._acquire_buffer(stop)
         if buf is None:
             cam.drop("shutdown")
             return False
@@ -166,6 +166,12 @@ class Engine:
         ticket = _Ticket(frame, lb, buf, now)
         self.backend.submit(buf.tensor, buf.index, ticket, self._on_done)
         return True
+
+    def _acquire_buffer(self, stop: threading.Event) -> InputBuffer | None:
+        while True:
+            buf = self.pool.acquire(_POLL_S)
+            if buf is not None or stop.is_set():
+                return buf
 
     @staticmethod
     def _wait(attempt: Callable[[], object], stop: threading.Event) -> object | None:

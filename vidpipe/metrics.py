@@ -77,7 +77,9 @@ class Metrics:
         )
         self.camera_up = Gauge("vidpipe_camera_up", "1 while streaming", ["camera"], registry=r)
         self.camera_state = Gauge(
-            "vidpipe_camera_state", "1 for the worker's current state", ["camera", "state"],
+            "vidpipe_camera_state",
+            "1 for the worker's current state",
+            ["camera", "state"],
             registry=r,
         )
         self.camera_reconnects = Counter(
@@ -117,7 +119,9 @@ class Metrics:
             "vidpipe_sink_queue_depth", "Items waiting in a sink's queue", ["sink"], registry=r
         )
         self.sink_dropped = Counter(
-            "vidpipe_sink_dropped", "Items a sink dropped, by reason", ["sink", "reason"],
+            "vidpipe_sink_dropped",
+            "Items a sink dropped, by reason",
+            ["sink", "reason"],
             registry=r,
         )
         self.sink_errors = Counter(

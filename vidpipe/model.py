@@ -53,8 +53,12 @@ def open_model(model: ModelConfig, inference: OpenVINOConfig) -> LoadedModel:
     )
     if problems:
         backend.close()
-        raise BackendError(f"model {model.path} does not fit model.type {model.type!r}: " + "; ".join(problems))
-    return LoadedModel(backend, DECODERS[model.type], labels or load_labels(None, num_classes), num_classes)
+        raise BackendError(
+            f"model {model.path} does not fit model.type {model.type!r}: " + "; ".join(problems)
+        )
+    return LoadedModel(
+        backend, DECODERS[model.type], labels or load_labels(None, num_classes), num_classes
+    )
 
 
 def class_ids_for(cam: CameraConfig, index: int, labels: tuple[str, ...]) -> frozenset[int] | None:
@@ -68,7 +72,10 @@ def class_ids_for(cam: CameraConfig, index: int, labels: tuple[str, ...]) -> fro
             if 0 <= item < len(labels):
                 ids.add(item)
             else:
-                problems.append(f"cameras[{index}].classes[{j}]: class id {item} out of range 0..{len(labels) - 1}")
+                problems.append(
+                    f"cameras[{index}].classes[{j}] ({cam.name}): class id {item} out of "
+                    f"range 0..{len(labels) - 1}"
+                )
         elif item in labels:
             ids.add(labels.index(item))
         else:
@@ -89,7 +96,9 @@ def camera_rules(cfg: Config, loaded: LoadedModel) -> dict[str, CameraRules]:
         except ConfigError as exc:
             problems += exc.problems
             continue
-        threshold = cam.score_threshold if cam.score_threshold is not None else cfg.model.score_threshold
+        threshold = (
+            cam.score_threshold if cam.score_threshold is not None else cfg.model.score_threshold
+        )
         rules[cam.name] = CameraRules(DecodeParams(spec.width, spec.height, threshold), ids)
     if problems:
         raise ConfigError(problems)

@@ -8,7 +8,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import cv2
@@ -49,7 +49,9 @@ def make_result(
         width=64,
         height=48,
         detections=Detections(
-            xyxy.reshape(-1, 4), np.full(n_det, 0.9, np.float32), np.arange(n_det) % 3
+            xyxy.reshape(-1, 4),
+            np.full(n_det, 0.9, np.float32),
+            (np.arange(n_det) % 3).astype(np.int32),
         ),
         labels=LABELS,
         image=image,
@@ -177,9 +179,9 @@ def test_stalled_sink_neither_blocks_submit_nor_other_sinks(tmp_path: Path) -> N
         assert len(read_lines(path)) == 1000
         assert submit_s < 2.0  # generous; a blocking submit would hang until the timeout
         assert sample(metrics, "vidpipe_sink_queue_depth", sink="stalled") == 8
-        assert sample(metrics, "vidpipe_sink_dropped_total", sink="stalled", reason="queue_full") == (
-            999 - 8
-        )
+        assert sample(
+            metrics, "vidpipe_sink_dropped_total", sink="stalled", reason="queue_full"
+        ) == (999 - 8)
         assert sample(metrics, "vidpipe_sink_dropped_total", sink="jsonl", reason="queue_full") == 0
     finally:
         stalled.release.set()
@@ -201,13 +203,13 @@ def _block_with_file_parent(path: Path) -> None:
 
 @pytest.mark.parametrize("block", [_block_with_directory, _block_with_file_parent])
 def test_failing_jsonl_counts_errors_and_recovers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, block: object
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, block: Callable[[Path], None]
 ) -> None:
     metrics = Metrics()
     path = tmp_path / "sub" / "events.jsonl"
     if block is _block_with_directory:
         path.parent.mkdir()
-    block(path)  # type: ignore[operator]
+    block(path)
     pool = SinkPool([JsonlSink("jsonl", path)], metrics)
     pool.start()
     with caplog.at_level(logging.INFO, logger="vidpipe.sinks.base"):
@@ -239,13 +241,13 @@ def test_error_log_reports_suppressed_count(
 ) -> None:
     path = tmp_path / "events.jsonl"
     path.mkdir()
-    pool = SinkPool([JsonlSink("jsonl", path)], Metrics(), error_log_interval_s=0.2)
+    pool = SinkPool([JsonlSink("jsonl", path)], Metrics(), error_log_interval_s=1.0)
     pool.start()
     with caplog.at_level(logging.ERROR, logger="vidpipe.sinks.base"):
         for seq in range(3):
             pool.submit(make_result(seq))
         assert pool.flush(timeout_s=5)
-        time.sleep(0.3)
+        time.sleep(1.1)  # the interval has passed: the next failure is logged
         pool.submit(make_result(3))
         assert pool.flush(timeout_s=5)
     messages = [r.getMessage() for r in caplog.records]
@@ -273,9 +275,7 @@ class CountingDraw:
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(
-        self, image: np.ndarray, det: Detections, labels: Sequence[str]
-    ) -> np.ndarray:
+    def __call__(self, image: np.ndarray, det: Detections, labels: Sequence[str]) -> np.ndarray:
         self.calls += 1
         return draw_detections(image, det, labels)
 
@@ -292,8 +292,17 @@ def test_snapshot_rate_limits_keeps_last_and_uses_safe_names(tmp_path: Path) -> 
     pool.start()
     camera = "../front door/.."
     # (seq, t_capture, detections): written when >= 1 s after the last written frame
-    plan = [(0, 0.0, 1), (1, 0.5, 1), (2, 0.99, 2), (3, 1.0, 0), (4, 1.2, 1), (5, 1.5, 1),
-            (6, 2.3, 1), (7, 3.4, 1), (8, 4.5, 3)]
+    plan = [
+        (0, 0.0, 1),
+        (1, 0.5, 1),
+        (2, 0.99, 2),
+        (3, 1.0, 0),
+        (4, 1.2, 1),
+        (5, 1.5, 1),
+        (6, 2.3, 1),
+        (7, 3.4, 1),
+        (8, 4.5, 3),
+    ]
     for seq, t, n in plan:
         pool.submit(make_result(seq, camera=camera, n_det=n, t_capture=t, with_image=True))
     pool.submit(make_result(0, camera="yard", t_capture=0.7, with_image=True))
@@ -312,6 +321,7 @@ def test_snapshot_rate_limits_keeps_last_and_uses_safe_names(tmp_path: Path) -> 
         assert image is not None and image.shape == (48, 64, 3)
     latest = cv2.imread(str(cam_dir / "latest.jpg"))
     newest = cv2.imread(str(cam_dir / f"{safe}-8.jpg"))
+    assert latest is not None and newest is not None
     assert np.array_equal(latest, newest)
     assert sorted(p.name for p in (root / "yard").iterdir()) == ["latest.jpg", "yard-0.jpg"]
     assert not list(tmp_path.rglob("*.tmp"))
@@ -329,7 +339,11 @@ def test_snapshot_prunes_files_of_a_previous_run(tmp_path: Path) -> None:
     sink = SnapshotSink("snapshot", tmp_path, draw=draw_detections, min_interval_s=0, keep_last=3)
     sink.handle(make_result(100, with_image=True))
     assert sorted(p.name for p in cam_dir.iterdir()) == [
-        "cam-100.jpg", "cam-3.jpg", "cam-4.jpg", "latest.jpg", "notes.txt"
+        "cam-100.jpg",
+        "cam-3.jpg",
+        "cam-4.jpg",
+        "latest.jpg",
+        "notes.txt",
     ]
 
 
@@ -390,10 +404,12 @@ def test_close_flushes_a_slow_sink_first(tmp_path: Path) -> None:
 
 
 def test_build_sinks_names_and_pool_checks(tmp_path: Path) -> None:
-    configs = [
-        JsonlSinkConfig(path=tmp_path / "a.jsonl"),
-        SnapshotSinkConfig(dir=tmp_path / "snaps", queue_size=4),
-        JsonlSinkConfig(path=tmp_path / "b.jsonl", only_with_detections=True),
+    configs: list[JsonlSinkConfig | SnapshotSinkConfig] = [
+        JsonlSinkConfig.model_validate({"path": tmp_path / "a.jsonl"}),
+        SnapshotSinkConfig.model_validate({"dir": tmp_path / "snaps", "queue_size": 4}),
+        JsonlSinkConfig.model_validate(
+            {"path": tmp_path / "b.jsonl", "only_with_detections": True}
+        ),
     ]
     sinks = build_sinks(configs, draw=draw_detections)
     assert [s.name for s in sinks] == ["jsonl:0", "snapshot", "jsonl:2"]

@@ -71,7 +71,9 @@ def test_env_substitution_and_credentials_dir(tmp_path: Path) -> None:
 
 
 def test_secret_never_in_error_message() -> None:
-    text = BASE.replace("rtsp://10.0.0.2/stream", "rtsp://u:Canary-Pw-123@h/s") + "    loop: maybe\n"
+    text = (
+        BASE.replace("rtsp://10.0.0.2/stream", "rtsp://u:Canary-Pw-123@h/s") + "    loop: maybe\n"
+    )
     with pytest.raises(ConfigError) as info:
         parse(text)
     assert "Canary-Pw-123" not in str(info.value)

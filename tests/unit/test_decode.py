@@ -60,7 +60,9 @@ def yolox_tensor(rows: dict[int, np.ndarray], num_classes: int, w: int = W, h: i
     ],
 )
 def test_yolox_decodes_known_box(stride, gx, gy, box, obj, probs, want_class, want_score):
-    out = yolox_tensor({yolox_index(stride, gx, gy): yolox_row(stride, gx, gy, box, obj, probs)}, len(probs))
+    out = yolox_tensor(
+        {yolox_index(stride, gx, gy): yolox_row(stride, gx, gy, box, obj, probs)}, len(probs)
+    )
     det = decode_yolox([out], DecodeParams(W, H, 0.3))
     assert len(det) == 1
     np.testing.assert_allclose(det.xyxy[0], box, atol=1e-4)
@@ -139,7 +141,14 @@ def yolov8_tensor(boxes: list[tuple[float, ...]], scores: list[list[float]], n: 
     [
         ([(1, 2, 11, 22)], [[0.9]], 0.5, [(1, 2, 11, 22)], [0.9], [0]),
         ([(1, 2, 11, 22)], [[0.2, 0.7, 0.4]], 0.5, [(1, 2, 11, 22)], [0.7], [1]),
-        ([(0, 0, 4, 4), (10, 10, 30, 20)], [[0.3, 0.1], [0.1, 0.6]], 0.5, [(10, 10, 30, 20)], [0.6], [1]),
+        (
+            [(0, 0, 4, 4), (10, 10, 30, 20)],
+            [[0.3, 0.1], [0.1, 0.6]],
+            0.5,
+            [(10, 10, 30, 20)],
+            [0.6],
+            [1],
+        ),
         ([(0, 0, 4, 4)], [[0.5]], 0.5, [(0, 0, 4, 4)], [0.5], [0]),
         ([(0, 0, 4, 4)], [[0.49]], 0.5, [], [], []),
     ],
@@ -160,7 +169,8 @@ def test_yolov8_rejects_wrong_shape(shape):
 
 def ssd_tensor(rows: list[list[float]], n: int = 10) -> np.ndarray:
     out = np.zeros((1, n, 7), np.float32)
-    out[0, : len(rows)] = rows
+    if rows:
+        out[0, : len(rows)] = rows
     if len(rows) < n:
         out[0, len(rows), 0] = -1
     return out
@@ -197,7 +207,9 @@ def test_ssd_accepts_unbatched_rows_and_rejects_wrong_width():
 
 
 def test_decoder_registry():
-    assert DECODERS == {"yolox": decode_yolox, "yolov8": decode_yolov8, "ssd": decode_ssd}
+    assert set(DECODERS) == {"yolox", "yolov8", "ssd"}
+    assert DECODERS["yolox"] is decode_yolox and DECODERS["ssd"] is decode_ssd
+    assert DECODERS["yolov8"] is decode_yolov8
 
 
 @pytest.mark.parametrize(
@@ -207,9 +219,9 @@ def test_decoder_registry():
         ("yolox", [(-1, 3549, 85)], 416, None, 80, None),
         ("yolox", [(0, 3549, 85)], 416, 80, 80, None),
         ("yolox", [(1, 2100, 85)], 320, 80, 80, None),
-        ("yolox", [(1, 3549, 85)], 320, 80, 0, "does not look like YOLOX for input 320x320: expected (1, 2100, 5+C)"),
-        ("yolox", [(1, 3549, 85)], 416, 91, 80, "label file has 91 names but the model outputs 80 classes"),
-        ("yolox", [(1, 85, 3549)], 416, 80, 0, "model output (1, 85, 3549) does not look like YOLOX"),
+        ("yolox", [(1, 3549, 85)], 320, 80, 0, "YOLOX for input 320x320: expected (1, 2100, 5+C)"),
+        ("yolox", [(1, 3549, 85)], 416, 91, 80, "has 91 names but the model outputs 80 classes"),
+        ("yolox", [(1, 85, 3549)], 416, 80, 0, "(1, 85, 3549) does not look like YOLOX"),
         ("yolox", [(1, 3549, 85), (1, 10)], 416, 80, 0, "exactly 1 output"),
         ("yolov8", [(1, 84, 3549)], 416, 80, 80, None),
         ("yolov8", [(-1, 84, 3549)], 416, None, 80, None),
@@ -218,7 +230,7 @@ def test_decoder_registry():
         ("ssd", [(1, 1, 200, 7)], 300, 91, 91, None),
         ("ssd", [(1, 1, 200, 7)], 300, None, 0, None),
         ("ssd", [(1, 200, 7)], 300, 91, 91, "expected (1, 1, N, 7)"),
-        ("yolo", [(1, 3549, 85)], 416, 80, 0, "unknown model type 'yolo'; valid types: ssd, yolov8, yolox"),
+        ("yolo", [], 416, 80, 0, "unknown model type 'yolo'; valid types: ssd, yolov8, yolox"),
     ],
 )
 def test_check_output_shapes(model_type, shapes, size, labels, want_classes, want_problem):

@@ -13,12 +13,20 @@ from vidpipe import redact
     ("text", "secret", "kept"),
     [
         ("rtsp://user:pass1234@host/x", "pass1234", "rtsp://user:***@host/x"),
-        ("rtsp://first.last:pw-xyz@10.0.0.1:554/s", "pw-xyz", "rtsp://first.last:***@10.0.0.1:554/s"),
+        (
+            "rtsp://first.last:pw-xyz@10.0.0.1:554/s",
+            "pw-xyz",
+            "rtsp://first.last:***@10.0.0.1:554/s",
+        ),
         ("rtsp://a%40b.c:pw-enc@cam:554/s", "pw-enc", "rtsp://a%40b.c:***@cam:554/s"),
         ("rtsp://u:p@ss@word@cam/s", "p@ss@word", "rtsp://u:***@cam/s"),
         ("rtsp://u:with space@cam/s", "with space", "rtsp://u:***@cam/s"),
         ("rtsp://u:co:lon@cam/s", "co:lon", "rtsp://u:***@cam/s"),
-        ("open failed for rtsps://u:Zz9-pw@cam:322/s (timeout)", "Zz9-pw", "rtsps://u:***@cam:322/s"),
+        (
+            "open failed for rtsps://u:Zz9-pw@cam:322/s (timeout)",
+            "Zz9-pw",
+            "rtsps://u:***@cam:322/s",
+        ),
         ("[rtsp @ 0x55] 'rtsp://u:tiny@cam'", "tiny", "rtsp://u:***@cam'"),
     ],
 )

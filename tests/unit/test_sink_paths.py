@@ -79,7 +79,12 @@ def test_safe_join_refuses_escapes(tmp_path: Path, parts: tuple[str, ...]) -> No
 
 @pytest.mark.parametrize(
     ("parts", "relative"),
-    [(("cam",), "cam"), (("cam", "cam-1.jpg"), "cam/cam-1.jpg"), (("a", "..", "b"), "b"), ((), ".")],
+    [
+        (("cam",), "cam"),
+        (("cam", "cam-1.jpg"), "cam/cam-1.jpg"),
+        (("a", "..", "b"), "b"),
+        ((), "."),
+    ],
 )
 def test_safe_join_inside(tmp_path: Path, parts: tuple[str, ...], relative: str) -> None:
     assert safe_join(tmp_path, *parts) == (tmp_path / relative).resolve()

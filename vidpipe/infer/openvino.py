@@ -107,13 +107,16 @@ class OpenVINOBackend:
         self.description = {
             "backend": "openvino",
             "device": cfg.device,
-            "precision": precision.get_type_name() if hasattr(precision, "get_type_name") else str(precision),
+            "precision": precision.get_type_name()
+            if hasattr(precision, "get_type_name")
+            else str(precision),
             "hint": cfg.hint,
             "model": model_path.name,
             "requests": str(self.capacity),
             "optimal_requests": str(optimal),
             "streams": str(self._compiled.get_property("NUM_STREAMS")),
-            "input": f"{self.input_spec.dtype} {self.input_spec.layout} {list(self.input_spec.shape)}",
+            "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
+            f"{list(self.input_spec.shape)}",
         }
 
     def _compile(self, model: ov.Model, cfg: OpenVINOConfig, path: Path) -> ov.CompiledModel:
@@ -190,14 +193,16 @@ class OpenVINOBackend:
                 for i in range(self._n_outputs)
             )
             self._finish(sub_id, outputs, None)
-        except BaseException as exc:  # noqa: BLE001 - nothing may escape this callback
+        except BaseException as exc:
             self.callback_errors += 1
             try:
                 self._finish(sub_id, None, exc)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 log.exception("inference completion handler failed")
 
-    def _finish(self, sub_id: int, outputs: tuple[np.ndarray, ...] | None, exc: BaseException | None) -> None:
+    def _finish(
+        self, sub_id: int, outputs: tuple[np.ndarray, ...] | None, exc: BaseException | None
+    ) -> None:
         with self._cond:
             entry = self._inflight.pop(sub_id, None)
             self._cond.notify_all()

@@ -3,6 +3,9 @@
 ``decode`` turns raw outputs into boxes in model-input pixels, ``nms`` suppresses duplicates,
 ``pipeline.postprocess`` chains them and maps boxes back to frame pixels, ``draw`` annotates
 a copy of a frame.
+
+The class-agnostic ``nms`` function is not re-exported here: ``vidpipe.postprocess.nms`` stays
+the module (import the function from it).
 """
 
 from vidpipe.postprocess.decode import (
@@ -15,7 +18,7 @@ from vidpipe.postprocess.decode import (
     decode_yolox,
 )
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.postprocess.nms import box_iou, nms, nms_class_aware
+from vidpipe.postprocess.nms import box_iou, nms_class_aware
 from vidpipe.postprocess.pipeline import postprocess
 
 __all__ = [
@@ -28,7 +31,6 @@ __all__ = [
     "decode_yolov8",
     "decode_yolox",
     "draw_detections",
-    "nms",
     "nms_class_aware",
     "postprocess",
 ]

@@ -103,13 +103,18 @@ def decode_yolox(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detecti
             f"YOLOX output has shape {out.shape}, expected ({grid.shape[0]}, 5+C) for input "
             f"{params.input_w}x{params.input_h}"
         )
-    cls_prob = out[:, 5:]
-    # objectness is one factor per row, so the best class of obj * p is the best class of p.
+    # Class probabilities are sigmoids (<= 1), so score <= objectness: rows whose objectness
+    # is below the threshold cannot pass, and most frames leave only a few dozen candidates.
+    cand = np.flatnonzero(out[:, 4] >= params.score_threshold)
+    rows = out[cand]
+    cls_prob = rows[:, 5:]
+    # Objectness is one factor per row, so the best class of obj * p is the best class of p.
     class_id = cls_prob.argmax(axis=1)
-    score = out[:, 4] * np.take_along_axis(cls_prob, class_id[:, None], axis=1)[:, 0]
-    keep = np.flatnonzero(score >= params.score_threshold)
-    rows, s = out[keep], stride[keep]
-    cxcy = (rows[:, 0:2] + grid[keep]) * s
+    score = rows[:, 4] * np.take_along_axis(cls_prob, class_id[:, None], axis=1)[:, 0]
+    keep = score >= params.score_threshold
+    rows, cand = rows[keep], cand[keep]
+    s = stride[cand]
+    cxcy = (rows[:, 0:2] + grid[cand]) * s
     wh = np.exp(rows[:, 2:4]) * s
     return Detections(_cxcywh_to_xyxy(cxcy, wh), score[keep], class_id[keep])
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vidpipe.postprocess.decode import Decoder, DecodeParams
+from vidpipe.postprocess.decode import DecodeParams, Decoder
 from vidpipe.postprocess.nms import nms_class_aware
 from vidpipe.types import Detections, Letterbox
 

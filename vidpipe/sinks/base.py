@@ -62,23 +62,17 @@ class _ErrorLog:
         self._suppressed = 0
         self._failing = 0  # consecutive failures, to report recovery
 
-    def failed(self, exc: Exception) -> None:
+    def failed(self) -> str | None:
+        """Record a failure; return the line to log, or None while the interval lasts."""
         self._failing += 1
         now = time.monotonic()
         if now - self._last_logged < self._interval_s:
             self._suppressed += 1
-            return
+            return None
         suffix = f" ({self._suppressed} similar error(s) suppressed)" if self._suppressed else ""
-        logger.error(
-            "sink %s: handle() failed: %s: %s%s",
-            self._sink_name,
-            type(exc).__name__,
-            exc,
-            suffix,
-            exc_info=exc,
-        )
         self._last_logged = now
         self._suppressed = 0
+        return f"sink {self._sink_name}: handle() failed{suffix}"
 
     def succeeded(self) -> None:
         if self._failing:
@@ -94,7 +88,9 @@ class _SinkWorker:
             raise ValueError(f"sink {sink.name}: queue_size must be >= 1, got {sink.queue_size}")
         self.sink = sink
         self._items: deque[FrameResult] = deque()
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._not_empty = threading.Condition(lock)  # the worker waits here for items
+        self._idle = threading.Condition(lock)  # flush() waits here for an idle worker
         self._busy = False  # handle() is running
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,7 +110,7 @@ class _SinkWorker:
 
     def put(self, item: FrameResult) -> None:
         """Enqueue without blocking; drop the oldest item when the queue is full."""
-        with self._cond:
+        with self._not_empty:
             stopped = self._stop.is_set()
             full = not stopped and len(self._items) >= self.sink.queue_size
             if full:
@@ -122,7 +118,7 @@ class _SinkWorker:
             if not stopped:
                 self._items.append(item)
                 self._depth.set(len(self._items))
-                self._cond.notify()
+                self._not_empty.notify()
         if stopped:
             self._dropped_shutdown.inc()
         elif full:
@@ -130,9 +126,9 @@ class _SinkWorker:
 
     def _next(self) -> FrameResult | None:
         """The next item, or None once stopping (queued items are then left for ``close``)."""
-        with self._cond:
+        with self._not_empty:
             while not self._items and not self._stop.is_set():
-                self._cond.wait(timeout=_POLL_S)
+                self._not_empty.wait(timeout=_POLL_S)
             if self._stop.is_set():
                 return None
             self._busy = True
@@ -144,31 +140,34 @@ class _SinkWorker:
         while (item := self._next()) is not None:
             try:
                 self.sink.handle(item)
-            except Exception as exc:  # noqa: BLE001 - one bad item must not end the worker
+            except Exception as exc:  # one bad item must not end the worker
                 self._errors.inc()
-                self._error_log.failed(exc)
+                message = self._error_log.failed()
+                if message is not None:
+                    logger.error("%s: %s: %s", message, type(exc).__name__, exc, exc_info=True)
             else:
                 self._written.inc()
                 self._error_log.succeeded()
             finally:
-                with self._cond:
+                with self._idle:
                     self._busy = False
-                    self._cond.notify_all()
+                    self._idle.notify_all()
 
     def wait_idle(self, deadline: float) -> bool:
         """Wait until the queue is empty and no handle() runs; False at ``deadline``."""
-        with self._cond:
+        with self._idle:
             while self._items or self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._cond.wait(timeout=min(remaining, _POLL_S))
+                self._idle.wait(timeout=min(remaining, _POLL_S))
         return True
 
     def stop(self) -> None:
-        with self._cond:
+        with self._not_empty:
             self._stop.set()
-            self._cond.notify_all()
+            self._not_empty.notify_all()
+            self._idle.notify_all()
 
     def join(self, deadline: float) -> bool:
         """Join the thread until ``deadline``; True when it has ended (or never started)."""
@@ -179,7 +178,7 @@ class _SinkWorker:
 
     def take_leftovers(self) -> int:
         """Discard what is still queued, count it as dropped for shutdown, return the count."""
-        with self._cond:
+        with self._idle:
             n = len(self._items)
             self._items.clear()
             self._depth.set(0)

@@ -1,0 +1,552 @@
+"""Capture workers with real threads, real clips, a real RTSP server and real metrics.
+
+Nothing is mocked: files are decoded by OpenCV, streams come from ``tests/rtsp_server.py``
+(GStreamer), failures are real (SIGKILL, SIGSTOP, a closed port, broken files). Timeouts are
+small so that the whole file runs in well under a minute and a half.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.rtsp import RtspServer, gst_rtsp_available
+from vidpipe.capture import (
+    ALLOWED_TRANSITIONS,
+    Backoff,
+    CaptureWorker,
+    Decimator,
+    IllegalTransitionError,
+    check_transition,
+    configure_ffmpeg_env,
+)
+from vidpipe.capture.source import FFMPEG_OPTIONS_ENV, source_for
+from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.handoff import FrameHub, Policy
+from vidpipe.metrics import Metrics
+from vidpipe.types import CameraState, Frame
+
+S = CameraState
+CAR = "car-detection"  # 377 frames, 12.5 fps, 768x432, keyframe every 4.8 s
+PERSON = "one-by-one-person-detection"  # 10 fps, keyframe every second: quick RTSP joins
+CAR_FRAMES = 377
+
+FAST = CaptureConfig(
+    open_timeout_ms=1500,
+    read_timeout_ms=1500,
+    stall_timeout_s=2.0,
+    backoff_initial_s=0.2,
+    backoff_max_s=1.0,
+    decoder_threads=1,
+)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class StateLog:
+    """Every state change of a worker, with the time it happened."""
+
+    changes: list[tuple[float, CameraState]] = field(default_factory=list)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def __call__(self, _camera: str, state: CameraState) -> None:
+        with self.cond:
+            self.changes.append((time.monotonic(), state))
+            self.cond.notify_all()
+
+    def states(self) -> list[CameraState]:
+        with self.cond:
+            return [s for _, s in self.changes]
+
+    def wait_for(self, state: CameraState, timeout_s: float, after: int = 0) -> float:
+        """Time of the first change to ``state`` at index >= ``after``; fails on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                for t, s in self.changes[after:]:
+                    if s is state:
+                        return t
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"no {state.name} within {timeout_s} s; saw {self.states()}")
+                self.cond.wait(left)
+
+    def assert_legal(self) -> None:
+        states = self.states()
+        for old, new in zip(states, states[1:], strict=False):
+            assert new in ALLOWED_TRANSITIONS[old], f"{old.name} -> {new.name} in {states}"
+
+
+class Collector:
+    """Takes frames from a FrameHub on its own thread, like the preprocessing stage does."""
+
+    def __init__(self, hub: FrameHub, take_interval_s: float = 0.0) -> None:
+        self.hub = hub
+        self.frames: dict[str, list[Frame]] = {}
+        self.take_interval_s = take_interval_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="test-collector", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            frame = self.hub.take(0.05)
+            if frame is not None:
+                with self._lock:
+                    self.frames.setdefault(frame.camera, []).append(frame)
+                if self.take_interval_s:
+                    self._stop.wait(self.take_interval_s)
+
+    def of(self, camera: str) -> list[Frame]:
+        with self._lock:
+            return list(self.frames.get(camera, []))
+
+    def wait_count(self, camera: str, n: int, timeout_s: float) -> list[Frame]:
+        deadline = time.monotonic() + timeout_s
+        while len(got := self.of(camera)) < n:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{camera}: {len(got)} of {n} frames within {timeout_s} s")
+            time.sleep(0.02)
+        return got
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+class Rig:
+    """Real Metrics, a real FrameHub and the workers under test; cleans up after itself."""
+
+    def __init__(self) -> None:
+        self.metrics = Metrics()
+        self.hub = FrameHub()
+        self.workers: list[CaptureWorker] = []
+        self.collector = Collector(self.hub)
+
+    def worker(
+        self,
+        name: str,
+        url: str,
+        policy: Policy,
+        capture: CaptureConfig = FAST,
+        **camera: object,
+    ) -> tuple[CaptureWorker, StateLog]:
+        cm = self.metrics.camera(name)
+        box = self.hub.add(name, policy, lambda _f: cm.drop("overwritten"))
+        states = StateLog()
+        cfg = CameraConfig.model_validate({"name": name, "url": url, **camera})
+        worker = CaptureWorker(cfg, capture, box, cm, on_state=states)
+        self.workers.append(worker)
+        return worker, states
+
+    def value(self, metric: str, **labels: str) -> float:
+        got = self.metrics.registry.get_sample_value(metric, labels)
+        return 0.0 if got is None else float(got)
+
+    def errors(self, camera: str, reason: str) -> float:
+        return self.value("vidpipe_camera_errors_total", camera=camera, reason=reason)
+
+    def close(self, join_timeout_s: float = 15.0) -> None:
+        for w in self.workers:
+            w.stop()
+        ended = [w.join(join_timeout_s) for w in self.workers]
+        self.collector.close()
+        assert all(ended), [w.stats() for w in self.workers]
+        for w in self.workers:
+            assert w.failure is None, w.failure
+            assert w.state is S.STOPPED
+
+
+def capture_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("capture-")]
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    baseline = threading.active_count()
+    r = Rig()
+    try:
+        yield r
+    finally:
+        r.close()
+    assert capture_threads() == []
+    assert threading.active_count() == baseline
+
+
+@pytest.fixture(scope="module")
+def videos(assets_dir: Path) -> Path:
+    return assets_dir / "videos"
+
+
+@pytest.fixture(scope="module")
+def rtsp_ok() -> None:
+    why = gst_rtsp_available()
+    if why is not None:
+        pytest.fail(f"the RTSP test server cannot run: {why}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+# -- pure parts ------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize(
+    ("old", "new", "legal"),
+    [
+        (S.CONNECTING, S.STREAMING, True),
+        (S.CONNECTING, S.BACKOFF, True),
+        (S.STREAMING, S.BACKOFF, True),
+        (S.BACKOFF, S.CONNECTING, True),
+        (S.BACKOFF, S.STOPPED, True),
+        (S.BACKOFF, S.STREAMING, False),
+        (S.STOPPED, S.CONNECTING, False),
+        (S.STOPPED, S.STREAMING, False),
+    ],
+)
+def test_transition_table(old: CameraState, new: CameraState, legal: bool) -> None:
+    if legal:
+        check_transition(old, new)
+    else:
+        with pytest.raises(IllegalTransitionError, match=f"{old.name} -> {new.name}"):
+            check_transition(old, new)
+
+
+@pytest.mark.timeout(5)
+def test_backoff_doubles_is_capped_and_resets() -> None:
+    import random
+
+    backoff = Backoff(0.2, 1.0, random.Random(7))
+    steps = [backoff.next() for _ in range(6)]
+    assert [s.ceiling_s for s in steps] == pytest.approx([0.2, 0.4, 0.8, 1.0, 1.0, 1.0])
+    assert all(0 <= s.delay_s <= s.ceiling_s for s in steps)
+    backoff.reset()
+    assert backoff.next().ceiling_s == pytest.approx(0.2)
+    assert Backoff(0.5, 30).ceiling(10_000) == 30  # no overflow after a long outage
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize(
+    ("fps", "max_fps", "kept"),
+    [(12.5, 5, 0.4), (10, 5, 0.5), (29.97, 10, 10 / 29.97), (25, 30, 1.0), (25, None, 1.0)],
+)
+def test_decimator_keeps_max_fps_of_media_time(fps: float, max_fps: float, kept: float) -> None:
+    dec = Decimator(max_fps)
+    n = 1000
+    assert sum(dec.due(i / fps) for i in range(n)) / n == pytest.approx(kept, abs=0.002)
+
+
+@pytest.mark.timeout(5)
+def test_ffmpeg_env_keeps_tcp_and_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FFMPEG_OPTIONS_ENV, raising=False)
+    configure_ffmpeg_env()
+    configure_ffmpeg_env()
+    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp"
+    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000")
+    configure_ffmpeg_env()
+    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|timeout;5000000"
+
+
+@pytest.mark.timeout(5)
+def test_file_urls_become_paths() -> None:
+    assert source_for("file:///data/a%20b.mp4") == "/data/a b.mp4"
+    assert source_for("file://localhost/data/x.mp4") == "/data/x.mp4"
+    assert source_for("/data/x.mp4") == "/data/x.mp4"
+    assert source_for("rtsp://u:p@h/x") == "rtsp://u:p@h/x"
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_file_camera_delivers_every_frame_in_order(rig: Rig, videos: Path) -> None:
+    url = (videos / f"{CAR}.mp4").as_uri()  # file:// URL: exercises the path conversion
+    worker, states = rig.worker("street", url, "block")
+    t0 = time.monotonic()
+    worker.start()
+    states.wait_for(S.STOPPED, 20)
+    frames = rig.collector.wait_count("street", CAR_FRAMES, 5)
+    t1 = time.monotonic()
+
+    assert [f.seq for f in frames] == list(range(CAR_FRAMES))
+    stamps = [f.t_capture for f in frames]
+    assert stamps == sorted(stamps) and t0 <= stamps[0] and stamps[-1] <= t1
+    assert {(f.image.shape, f.image.dtype) for f in frames} == {((432, 768, 3), np.dtype(np.uint8))}
+    assert frames[0].image is not frames[1].image
+    assert states.states() == [S.CONNECTING, S.STREAMING, S.STOPPED]
+    assert rig.value("vidpipe_frames_captured_total", camera="street") == CAR_FRAMES
+    assert rig.value("vidpipe_camera_up", camera="street") == 0
+    assert rig.value("vidpipe_camera_state", camera="street", state="stopped") == 1
+    assert worker.stats()["errors"] == 0
+    assert worker.join(5)
+
+
+@pytest.mark.timeout(30)
+def test_looping_file_continues_past_its_end(rig: Rig, videos: Path) -> None:
+    worker, states = rig.worker("street", str(videos / f"{CAR}.mp4"), "block", loop=True)
+    worker.start()
+    frames = rig.collector.wait_count("street", CAR_FRAMES * 2 + 10, 20)
+    worker.stop()
+    assert worker.join(5)
+
+    seqs = [f.seq for f in frames]
+    assert seqs[: CAR_FRAMES * 2 + 10] == list(range(CAR_FRAMES * 2 + 10))  # never reset
+    # the second pass decodes the same pictures as the first
+    assert np.array_equal(frames[CAR_FRAMES].image, frames[0].image)
+    assert states.states() == [S.CONNECTING, S.STREAMING, S.STOPPED]
+    assert worker.stats()["errors"] == 0 and worker.stats()["reconnects"] == 0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("clip", "detect_fps", "decoded", "forwarded"),
+    [
+        (CAR, 5, CAR_FRAMES, 151),  # 12.5 fps -> 2 of every 5 frames
+        ("bottle-detection", 10, 1189, 399),  # 29.83 fps -> about 1 in 3
+    ],
+)
+def test_detect_fps_decimates_an_unpaced_file_by_media_time(
+    rig: Rig, videos: Path, clip: str, detect_fps: float, decoded: int, forwarded: int
+) -> None:
+    worker, states = rig.worker("cam", str(videos / f"{clip}.mp4"), "block", detect_fps=detect_fps)
+    worker.start()
+    states.wait_for(S.STOPPED, 20)
+    frames = rig.collector.wait_count("cam", forwarded, 5)
+    time.sleep(0.1)
+    frames = rig.collector.of("cam")
+
+    assert len(frames) == forwarded
+    decimated = rig.value("vidpipe_frames_dropped_total", camera="cam", reason="decimated")
+    assert decimated == decoded - forwarded
+    assert rig.value("vidpipe_frames_captured_total", camera="cam") == decoded
+    gaps = {b.seq - a.seq for a, b in zip(frames, frames[1:], strict=False)}
+    assert gaps <= {2, 3, 4}  # evenly spread, not bursts
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("empty.h264", b"", "no_frames"),  # opens, isOpened() True, width 0
+        ("empty.mp4", b"", "open_failed"),  # the mp4 demuxer finds no moov atom
+        ("noise.mp4", np.random.default_rng(1).bytes(200_000), "open_failed"),
+        ("noise.h264", np.random.default_rng(2).bytes(200_000), "open_failed"),
+    ],
+)
+def test_broken_file_backs_off_with_a_reason(
+    rig: Rig, tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    worker, states = rig.worker("broken", str(path), "block", loop=True)
+    worker.start()
+    states.wait_for(S.BACKOFF, 5)
+    states.wait_for(S.BACKOFF, 5, after=states.states().index(S.BACKOFF) + 1)  # and again
+    assert rig.errors("broken", reason) >= 2
+    assert rig.value("vidpipe_camera_reconnects_total", camera="broken") >= 1
+    assert S.STREAMING not in states.states()
+    assert worker.stats()["last_error"].startswith(reason)
+    states.assert_legal()
+
+
+# -- RTSP ------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(40)
+def test_rtsp_camera_streams_and_wrong_password_backs_off(
+    rig: Rig,
+    videos: Path,
+    rtsp_ok: None,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.INFO, logger="vidpipe")
+    secret = "pa:ss@w0rd"
+    with RtspServer(videos, user="viewer", password=secret) as server:
+        good, good_states = rig.worker("walkway", server.url(PERSON, "viewer", secret), "newest")
+        bad, bad_states = rig.worker("intruder", server.url(PERSON, "viewer", "nope1234"), "newest")
+        good.start()
+        bad.start()
+        # 40 frames: well past the burst of frames FFmpeg buffered while probing the stream
+        frames = rig.collector.wait_count("walkway", 40, 15)
+        bad_states.wait_for(S.BACKOFF, 10)
+        stats = good.stats()
+        assert good.state is S.STREAMING
+        assert rig.value("vidpipe_camera_up", camera="walkway") == 1
+        assert 7 <= stats["fps_in"] <= 14  # the server paces the clip at 10 fps
+        seqs = [f.seq for f in frames]
+        assert seqs == sorted(set(seqs))
+        assert frames[0].image.shape == (432, 768, 3)
+        assert rig.errors("intruder", "open_failed") >= 1
+        assert rig.value("vidpipe_camera_up", camera="intruder") == 0
+    # No credential anywhere: logs, stats, or what FFmpeg printed on fd 2.
+    text = caplog.text + capfd.readouterr().err + repr(good.stats()) + repr(bad.stats())
+    for leaked in (secret, "pa%3Ass%40w0rd", "nope1234"):
+        assert leaked not in text
+
+
+@pytest.mark.timeout(60)
+def test_server_killed_then_restarted_reconnects(rig: Rig, videos: Path, rtsp_ok: None) -> None:
+    with RtspServer(videos) as server:
+        worker, states = rig.worker("walkway", server.url(PERSON), "newest")
+        # Another camera (a file, paced by its consumer) must not notice the outage.
+        other, _ = rig.worker("street", str(videos / f"{CAR}.mp4"), "block", loop=True)
+        rig.collector.take_interval_s = 0.02  # about 50 fps for the file
+        worker.start()
+        other.start()
+        rig.collector.wait_count("walkway", 5, 15)
+
+        n_before = len(states.states())
+        t_kill = time.monotonic()
+        server.kill()
+        t_backoff = states.wait_for(S.BACKOFF, 5, after=n_before)
+        assert rig.value("vidpipe_camera_up", camera="walkway") == 0
+        assert rig.errors("walkway", "read_failed") == 1
+        wait_until(lambda: rig.errors("walkway", "open_failed") >= 2, 5, "failed reopens")
+        other_before = len(rig.collector.of("street"))
+        last_seq = rig.collector.of("walkway")[-1].seq
+
+        n_before = len(states.states())
+        t_restart = time.monotonic()
+        server.restart()
+        t_streaming = states.wait_for(S.STREAMING, 10, after=n_before)
+        after = rig.collector.wait_count("walkway", len(rig.collector.of("walkway")) + 5, 10)
+
+    assert after[-1].seq > last_seq  # seq keeps counting over the reconnect
+    assert rig.value("vidpipe_camera_reconnects_total", camera="walkway") >= 3
+    assert len(rig.collector.of("street")) > other_before + 20
+    assert other.state is S.STREAMING and other.stats()["errors"] == 0
+    states.assert_legal()
+    print(
+        f"\nkill -> BACKOFF {t_backoff - t_kill:.2f} s; "
+        f"restart -> STREAMING {t_streaming - t_restart:.2f} s"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_frozen_server_is_detected_as_stall_and_reopened(
+    rig: Rig, videos: Path, rtsp_ok: None
+) -> None:
+    with RtspServer(videos) as server:
+        worker, states = rig.worker("walkway", server.url(PERSON), "newest")
+        worker.start()
+        rig.collector.wait_count("walkway", 5, 15)
+        states.wait_for(S.STREAMING, 1)
+
+        n_before = len(states.states())
+        t_freeze = time.monotonic()
+        server.freeze()
+        t_backoff = states.wait_for(S.BACKOFF, FAST.stall_timeout_s + 2.5, after=n_before)
+        assert rig.errors("walkway", "stalled") == 1
+        assert rig.value("vidpipe_camera_up", camera="walkway") == 0
+        time.sleep(2.0)  # reopen attempts against the frozen server fail and back off
+        assert worker.state is not S.STREAMING
+
+        n_before = len(states.states())
+        t_thaw = time.monotonic()
+        server.thaw()
+        t_streaming = states.wait_for(S.STREAMING, 10, after=n_before)
+        rig.collector.wait_count("walkway", len(rig.collector.of("walkway")) + 5, 10)
+        assert worker.stats()["last_frame_age_s"] < 1.0
+
+    states.assert_legal()
+    print(
+        f"\nfreeze -> BACKOFF {t_backoff - t_freeze:.2f} s (stall_timeout_s "
+        f"{FAST.stall_timeout_s}); thaw -> STREAMING {t_streaming - t_thaw:.2f} s"
+    )
+
+
+@pytest.mark.timeout(30)
+def test_wrong_port_backoff_grows_exponentially_and_is_capped(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="vidpipe.capture")
+    url = f"rtsp://admin:hunter22@127.0.0.1:{free_port()}/nothing"
+    worker, states = rig.worker("ghost", url, "newest")
+    worker.start()
+    wait_until(lambda: worker.stats()["backoff_attempt"] >= 7, 15, "seven backoff steps")
+    worker.stop()
+    assert worker.join(5)
+
+    lines = [r.getMessage() for r in caplog.records if "reconnecting in" in r.getMessage()]
+    steps = [re.search(r"in ([\d.]+) s \(attempt (\d+), ceiling ([\d.]+) s\)", m) for m in lines]
+    parsed = [(int(m[2]), float(m[1]), float(m[3])) for m in steps if m]
+    assert [a for a, _, _ in parsed[:7]] == list(range(1, 8))
+    assert [c for _, _, c in parsed[:7]] == pytest.approx([0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0])
+    assert all(0 <= d <= c for _, d, c in parsed)
+    assert all("open_failed" in m and "ghost" in m for m in lines)
+    assert all("hunter22" not in m and "admin:***@" in m for m in lines)
+
+    # The measured BACKOFF periods follow the delays (full jitter: 0 .. ceiling).
+    changes = states.changes
+    waits = [
+        b[0] - a[0]
+        for a, b in zip(changes, changes[1:], strict=False)
+        if a[1] is S.BACKOFF and b[1] is S.CONNECTING
+    ]
+    assert len(waits) >= 6
+    for (_, delay, _), waited in zip(parsed, waits, strict=False):
+        assert waited == pytest.approx(delay, abs=0.15)
+    assert rig.errors("ghost", "open_failed") == len(parsed)
+    assert rig.value("vidpipe_camera_reconnects_total", camera="ghost") == len(waits)
+    states.assert_legal()
+
+
+@pytest.mark.timeout(40)
+def test_rtsp_server_loop_mode_never_ends(
+    rig: Rig, videos: Path, tmp_path: Path, rtsp_ok: None
+) -> None:
+    """The test server's --loop mode (used for long tests) streams past the clip's end."""
+    clip_dir = tmp_path / "clips"
+    clip_dir.mkdir()
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-i",
+            str(videos / f"{PERSON}.mp4"),
+            "-t",
+            "2",
+            "-c",
+            "copy",
+            "-an",
+            str(clip_dir / "short.mp4"),
+        ],
+        check=True,
+        timeout=30,
+    )  # 2 s = 20 frames at 10 fps
+    with RtspServer(clip_dir, loop=True) as server:
+        worker, states = rig.worker("short", server.url("short"), "newest")
+        worker.start()
+        frames = rig.collector.wait_count("short", 45, 15)  # over two passes of the clip
+        assert worker.stats()["errors"] == 0
+        assert states.states() == [S.CONNECTING, S.STREAMING]
+    seqs = [f.seq for f in frames]
+    assert seqs == sorted(set(seqs))

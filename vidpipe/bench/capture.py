@@ -1,0 +1,71 @@
+"""The file reader every baseline contender uses: OpenCV FFmpeg, one decoder thread, looped.
+
+It is deliberately the plain loop a user would write, with the same decoder settings as
+vidpipe's capture workers (``capture.decoder_threads: 1``), so that decoding costs the same in
+every contender.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import cv2
+import numpy as np
+
+DECODER_THREADS = 1
+
+
+def open_clip(path: str, decoder_threads: int = DECODER_THREADS) -> cv2.VideoCapture:
+    """Open a video file with FFmpeg and ``decoder_threads`` decoder threads.
+
+    Raises:
+        RuntimeError: the file does not open.
+    """
+    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, decoder_threads])
+    if not cap.isOpened():
+        raise RuntimeError(f"cannot open {path}")
+    return cap
+
+
+class LoopingReader:
+    """Frames of a file, forever: at the end the file is opened again."""
+
+    def __init__(self, path: str, decoder_threads: int = DECODER_THREADS) -> None:
+        self.path = path
+        self.decoder_threads = decoder_threads
+        self.loops = 0
+        self._cap = open_clip(path, decoder_threads)
+
+    def read(self) -> np.ndarray:
+        """The next ``(H, W, 3)`` uint8 BGR frame.
+
+        Raises:
+            RuntimeError: the file yields no frame even right after opening.
+        """
+        ok, img = self._cap.read()
+        if ok and img is not None:
+            return img
+        self._cap.release()
+        self._cap = open_clip(self.path, self.decoder_threads)
+        self.loops += 1
+        ok, img = self._cap.read()
+        if not ok or img is None:
+            raise RuntimeError(f"{self.path} yields no frame")
+        return img
+
+    def close(self) -> None:
+        self._cap.release()
+
+
+def start_camera_threads(
+    n: int, body: Callable[[int], None], name: str
+) -> list[threading.Thread]:
+    """Start ``n`` daemon threads running ``body(camera_index)``."""
+    threads = [
+        threading.Thread(target=body, args=(i,), name=f"{name}-{i}", daemon=True)
+        for i in range(n)
+    ]
+    for t in threads:
+        t.start()
+    return threads

@@ -1,0 +1,301 @@
+"""What every benchmark point shares: its spec, the machine, the clips and the meters."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import platform
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Contenders measured per camera count, in their default order.
+PIPELINES: tuple[str, ...] = ("naive", "single", "model_api", "vidpipe")
+#: Contenders measured once per clip (no cameras): inference ceiling and stage costs.
+REFERENCES: tuple[str, ...] = ("ceiling",)
+ALL_CONTENDERS: tuple[str, ...] = REFERENCES + PIPELINES
+
+_DERIVED = re.compile(r"^(?P<stem>.+)-(?P<height>\d{3,4})p\.mp4$")
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One measurement: a contender, a clip, a camera count, a window.
+
+    Attributes:
+        contender: one of ``ALL_CONTENDERS``.
+        clip: path of the video file every camera reads (looped, unpaced).
+        clip_name: the clip's name in reports.
+        cameras: number of cameras (ignored by ``ceiling``).
+        seconds: measurement window.
+        warmup_s: time between start and the window.
+        precision: OpenVINO inference precision, explicit (``f32``, ``bf16``, ``f16``).
+        model: the ONNX model every contender uses.
+        model_ir: the same model saved as OpenVINO IR (model_api cannot read ONNX without the
+            ``onnx`` package).
+        labels: class names file.
+        repeat: repeat index (for the record).
+        score_threshold: minimum detection score, every contender.
+        iou_threshold: NMS IoU threshold, every contender.
+        stage_frames: frames timed per stage by ``ceiling`` (decode, preprocess, postprocess).
+    """
+
+    contender: str
+    clip: str
+    clip_name: str
+    cameras: int
+    seconds: float
+    warmup_s: float
+    precision: str
+    model: str
+    model_ir: str
+    labels: str
+    repeat: int = 0
+    score_threshold: float = 0.3
+    iou_threshold: float = 0.45
+    stage_frames: int = 300
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PointSpec:
+        return cls(**data)
+
+
+# ------------------------------------------------------------------------------ measuring
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_s() -> float:
+    """User + system CPU time of this process, all threads."""
+    t = os.times()
+    return t.user + t.system
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters at one instant of a run."""
+
+    t_mono: float
+    t_wall: float
+    cpu_s: float
+    frames: int
+    rss: int
+
+    @classmethod
+    def take(cls, frames: int) -> Snapshot:
+        return cls(time.monotonic(), time.time(), cpu_s(), frames, rss_bytes())
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0-1) of already sorted values, nearest-rank; None when empty."""
+    if not sorted_values:
+        return None
+    rank = max(0, min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1))))
+    return float(sorted_values[rank])
+
+
+class ResultLog:
+    """Per-camera completions of a baseline contender: counts and capture-to-result latency.
+
+    ``record`` is called from many threads; list appends and integer stores are atomic under
+    the GIL, and each camera index is written by one thread only.
+    """
+
+    def __init__(self, cameras: int) -> None:
+        self.per_camera = [0] * cameras
+        self._done: list[tuple[float, float]] = []  # (t_done, latency_s), in completion order
+        self._lock = threading.Lock()
+
+    def record(self, camera: int, t_capture: float) -> None:
+        with self._lock:  # timestamp under the lock: the list stays sorted by t_done
+            t_done = time.monotonic()
+            self.per_camera[camera] += 1
+            self._done.append((t_done, t_done - t_capture))
+
+    @property
+    def frames(self) -> int:
+        with self._lock:
+            return len(self._done)
+
+    def latencies_ms(self, t0: float, t1: float) -> list[float]:
+        """Latencies (ms, sorted) of results completed in ``[t0, t1]`` (monotonic)."""
+        with self._lock:
+            done = list(self._done)
+        lo = bisect.bisect_left(done, (t0, -1.0))
+        hi = bisect.bisect_right(done, (t1, float("inf")))
+        return sorted(lat * 1000.0 for _, lat in done[lo:hi])
+
+
+@dataclass
+class PointResult:
+    """What a worker reports for one point (JSON-ready)."""
+
+    spec: dict[str, Any]
+    fps: float = 0.0
+    frames: int = 0
+    window_s: float = 0.0
+    cpu_percent: float = 0.0
+    cpu_ms_per_frame: float | None = None
+    latency_ms: dict[str, float | None] = field(default_factory=dict)
+    per_camera_fps: list[float] = field(default_factory=list)
+    precision: str = ""
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    allocations: dict[str, int] | None = None
+    startup_s: float = 0.0
+    loadavg_start: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------ machine
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core count and library versions, for the record."""
+    model = "unknown"
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cpu_model": model,
+        "cores": os.cpu_count() or 1,
+        "cores_available": len(os.sched_getaffinity(0)),
+        "isa": sorted(f for f in flags if f.startswith(("avx", "amx")) or "vnni" in f),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+    for mod in ("openvino", "cv2", "numpy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except (ImportError, AttributeError):
+            info[mod] = None
+    try:
+        from importlib.metadata import version
+
+        info["openvino_model_api"] = version("openvino-model-api")
+    except Exception:  # noqa: BLE001 - absent or broken metadata: recorded as not installed
+        info["openvino_model_api"] = None
+    return info
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+def loadavg_1m() -> float:
+    return os.getloadavg()[0]
+
+
+# ------------------------------------------------------------------------------ precision
+
+
+def precision_name(value: Any) -> str:
+    """OpenVINO's precision property as ``f32`` / ``bf16`` / ``f16``."""
+    name = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    return {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(name, name)
+
+
+def default_precision(device: str = "CPU") -> str:
+    """The precision OpenVINO picks on this machine when none is asked for."""
+    import openvino as ov
+
+    return precision_name(ov.Core().get_property(device, "INFERENCE_PRECISION_HINT"))
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/vidpipe/bench``: derived clips and the IR model (never the repo)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    path = Path(base) / "vidpipe" / "bench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def resolve_clip(name: str, videos: Path, cache: Path) -> Path:
+    """The file of a clip name: an asset, or ``STEM-<H>p.mp4`` made from ``STEM.mp4`` with ffmpeg.
+
+    Raises:
+        FileNotFoundError: no such asset and nothing to derive it from.
+        RuntimeError: ffmpeg is missing or failed.
+    """
+    direct = Path(name)
+    if direct.is_file():
+        return direct
+    if (videos / name).is_file():
+        return videos / name
+    m = _DERIVED.match(name)
+    if not m or not (videos / f"{m['stem']}.mp4").is_file():
+        raise FileNotFoundError(f"clip {name!r} is neither in {videos} nor derivable")
+    target = cache / name
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise RuntimeError(f"clip {name} must be made with ffmpeg, which is not installed")
+    height = int(m["height"])
+    width = (height * 16 // 9) // 2 * 2
+    tmp = target.with_suffix(".part.mp4")
+    cmd = [
+        ffmpeg, "-y", "-loglevel", "error", "-i", str(videos / f"{m['stem']}.mp4"),
+        "-vf", f"scale={width}:{height}", "-c:v", "libx264", "-preset", "veryfast",
+        "-pix_fmt", "yuv420p", "-an", str(tmp),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"ffmpeg failed making {name}: {proc.stderr.strip()[-500:]}")
+    tmp.replace(target)
+    return target
+
+
+def ensure_ir(model: Path, cache: Path) -> Path:
+    """The ONNX model saved as OpenVINO IR (f32 weights) in the cache, made once."""
+    import openvino as ov
+
+    xml = cache / f"{model.stem}.xml"
+    if xml.is_file() and xml.stat().st_mtime >= model.stat().st_mtime:
+        return xml
+    ov.save_model(ov.Core().read_model(str(model)), str(xml), compress_to_fp16=False)
+    return xml
+
+
+def clip_geometry(path: Path) -> tuple[int, int, float, int]:
+    """``(width, height, fps, frame_count)`` of a video file."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    try:
+        return (
+            int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)),
+            int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            float(cap.get(cv2.CAP_PROP_FPS)),
+            int(cap.get(cv2.CAP_PROP_FRAME_COUNT)),
+        )
+    finally:
+        cap.release()

@@ -1,0 +1,289 @@
+"""The benchmark plan and its execution: suites, alternating repeats, one process per point.
+
+Order of a run, per clip::
+
+    ceiling (repeat 0)
+    for each camera count N:
+        repeat 0: naive, single, model_api, vidpipe
+        repeat 1: vidpipe, model_api, single, naive      (reversed: linear drift cancels)
+        ...
+    ceiling (repeat 1) ...
+
+Each point is a fresh ``python -m vidpipe.bench.worker`` process, so no contender inherits
+another's threads, caches or memory.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.common import (
+    ALL_CONTENDERS,
+    PIPELINES,
+    REFERENCES,
+    PointSpec,
+    cache_dir,
+    clip_geometry,
+    default_precision,
+    ensure_ir,
+    machine_info,
+    resolve_clip,
+)
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Everything a run needs; ``SUITES`` gives the defaults."""
+
+    suite: str = "full"
+    contenders: tuple[str, ...] = ALL_CONTENDERS
+    cameras: tuple[int, ...] = (1, 4, 8)
+    clips: tuple[str, ...] = ("car-detection.mp4", "car-detection-1080p.mp4", "bottle-detection.mp4")
+    seconds: float = 6.0
+    warmup_s: float = 2.0
+    repeats: int = 2
+    precision: str | None = None
+    benchmark_app: bool = True
+    stage_frames: int = 150
+    assets: Path | None = None
+    score_threshold: float = 0.3
+    iou_threshold: float = 0.45
+
+
+SUITES: dict[str, BenchOptions] = {
+    "smoke": BenchOptions(
+        suite="smoke",
+        contenders=("ceiling", "naive", "vidpipe"),
+        cameras=(1,),
+        clips=("car-detection.mp4",),
+        seconds=2.0,
+        warmup_s=1.0,
+        repeats=1,
+        benchmark_app=False,
+        stage_frames=30,
+    ),
+    "full": BenchOptions(),
+}
+
+
+@dataclass
+class RunContext:
+    """Resolved paths and facts shared by every point of a run."""
+
+    options: BenchOptions
+    model: Path
+    model_ir: Path
+    labels: Path
+    precision: str
+    clips: dict[str, Path]
+    clip_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def prepare(options: BenchOptions) -> RunContext:
+    """Resolve the assets, make derived clips and the IR model, pick the precision.
+
+    Raises:
+        FileNotFoundError, RuntimeError: an asset or clip cannot be had.
+    """
+    from vidpipe.assets import default_assets_dir
+
+    assets = options.assets or default_assets_dir()
+    model = assets / "models" / "yolox_nano.onnx"
+    labels = assets / "models" / "coco80.txt"
+    if not model.is_file():
+        raise FileNotFoundError(f"model not found: {model}")
+    cache = cache_dir()
+    clips = {name: resolve_clip(name, assets / "videos", cache) for name in options.clips}
+    ctx = RunContext(
+        options=options,
+        model=model,
+        model_ir=ensure_ir(model, cache),
+        labels=labels,
+        precision=options.precision or default_precision(),
+        clips=clips,
+    )
+    for name, path in clips.items():
+        w, h, fps, frames = clip_geometry(path)
+        ctx.clip_info[name] = {"path": str(path), "width": w, "height": h, "fps": fps,
+                               "frames": frames}  # fmt: skip
+    return ctx
+
+
+def plan(ctx: RunContext) -> list[PointSpec]:
+    """Every point of the run, in execution order (see the module docstring)."""
+    o = ctx.options
+    pipelines = [c for c in o.contenders if c in PIPELINES]
+    refs = [c for c in o.contenders if c in REFERENCES]
+    points: list[PointSpec] = []
+
+    def spec(contender: str, clip: str, cameras: int, repeat: int) -> PointSpec:
+        return PointSpec(
+            contender=contender, clip=str(ctx.clips[clip]), clip_name=clip, cameras=cameras,
+            seconds=o.seconds, warmup_s=o.warmup_s, precision=ctx.precision,
+            model=str(ctx.model), model_ir=str(ctx.model_ir), labels=str(ctx.labels),
+            repeat=repeat, score_threshold=o.score_threshold, iou_threshold=o.iou_threshold,
+            stage_frames=o.stage_frames,
+        )  # fmt: skip
+
+    for clip in o.clips:
+        ref_repeats = list(range(o.repeats))
+        # references bracket the clip's block: first half before, second half after
+        before, after = ref_repeats[: (len(ref_repeats) + 1) // 2], ref_repeats[(len(ref_repeats) + 1) // 2 :]
+        points += [spec(c, clip, 1, r) for r in before for c in refs]
+        for n in o.cameras:
+            for r in range(o.repeats):
+                order = pipelines if r % 2 == 0 else list(reversed(pipelines))
+                points += [spec(c, clip, n, r) for c in order]
+        points += [spec(c, clip, 1, r) for r in after for c in refs]
+    return points
+
+
+def run_point(spec: PointSpec, workdir: Path, timeout_s: float) -> dict[str, Any]:
+    """Run one point in a fresh process; a crash or timeout becomes an ``error`` result."""
+    tag = f"{spec.contender}-{Path(spec.clip_name).stem}-{spec.cameras}-{spec.repeat}"
+    spec_file, out_file, log_file = (workdir / f"{tag}.{ext}" for ext in ("spec.json", "json", "log"))
+    spec_file.write_text(json.dumps(spec.to_dict()))
+    cmd = [sys.executable, "-m", "vidpipe.bench.worker", str(spec_file), str(out_file)]
+    with log_file.open("w") as log:
+        try:
+            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return {"spec": spec.to_dict(), "error": f"timed out after {timeout_s:.0f} s", "fps": 0.0}
+    if out_file.is_file():
+        result: dict[str, Any] = json.loads(out_file.read_text())
+        if result.get("error"):
+            result["log_tail"] = log_file.read_text()[-1500:]
+        return result
+    return {"spec": spec.to_dict(), "fps": 0.0,
+            "error": "worker wrote no result: " + log_file.read_text()[-1500:]}  # fmt: skip
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (contender, clip, cameras): medians over the repeats."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for p in points:
+        s = p["spec"]
+        cams = 0 if s["contender"] in REFERENCES else s["cameras"]
+        groups.setdefault((s["contender"], s["clip_name"], cams), []).append(p)
+    rows = []
+    for (contender, clip, cams), pts in groups.items():
+        ok = [p for p in pts if not p.get("error")]
+        allocs = [p["allocations"] for p in ok if p.get("allocations")]
+        row: dict[str, Any] = {
+            "contender": contender,
+            "clip": clip,
+            "cameras": cams,
+            "fps": _median(p["fps"] for p in ok),
+            "fps_repeats": [round(p["fps"], 2) for p in ok],
+            "cpu_percent": _median(p["cpu_percent"] for p in ok),
+            "cpu_ms_per_frame": _median(p.get("cpu_ms_per_frame") for p in ok),
+            "latency_p50_ms": _median(p["latency_ms"].get("p50") for p in ok),
+            "latency_p95_ms": _median(p["latency_ms"].get("p95") for p in ok),
+            "precision": ",".join(sorted({p["precision"] for p in ok})) or None,
+            "rss_mb_start": _median(p["rss_mb"].get("start") for p in ok),
+            "rss_mb_end": _median(p["rss_mb"].get("end") for p in ok),
+            "allocations_grew": any(a["after"] != a["before"] for a in allocs) if allocs else None,
+            "min_camera_fps": _median(min(p["per_camera_fps"]) for p in ok if p["per_camera_fps"]),
+            "errors": [p["error"] for p in pts if p.get("error")],
+        }
+        if contender == "ceiling":
+            stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
+            row["stages"] = {k: _median(s[k] for s in stages)
+                             for k in (stages[0] if stages else {})}  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def references(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per clip: the ceiling fps, the stage costs and the stage bound."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["contender"] == "ceiling" and r.get("stages"):
+            out[r["clip"]] = {
+                "ceiling_fps": r["fps"],
+                "stage_bound_fps": r["stages"].get("stage_bound_fps"),
+                "stages": r["stages"],
+            }
+    return out
+
+
+Progress = Callable[[str], None]
+
+
+def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the whole plan and return the result document (see ``report`` for its use)."""
+    say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t_start = time.monotonic()
+    ctx = prepare(options)
+    from vidpipe.bench.contenders import model_api_unavailable
+
+    model_api_status = model_api_unavailable() or "ok"
+    specs = plan(ctx)
+    if model_api_status != "ok":
+        say(f"model_api contender not run: {model_api_status}")
+        specs = [s for s in specs if s.contender != "model_api"]
+    machine = machine_info()
+    say(f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
+        f"{machine['cpu_model']} x{machine['cores']}")  # fmt: skip
+    bench_app = None
+    if options.benchmark_app:
+        from vidpipe.bench.reference import run_benchmark_app
+
+        bench_app = run_benchmark_app(str(ctx.model), ctx.precision, max(5.0, options.seconds))
+        say(f"benchmark_app: {bench_app['fps']} fps {bench_app['error'] or ''}")
+    points: list[dict[str, Any]] = []
+    timeout = options.warmup_s + options.seconds + 240
+    with tempfile.TemporaryDirectory(prefix="vidpipe-bench-") as tmp:
+        for i, spec in enumerate(specs, 1):
+            result = run_point(spec, Path(tmp), timeout)
+            points.append(result)
+            lat = result.get("latency_ms") or {}
+            say(
+                f"[{i}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
+                f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, "
+                f"cpu {result.get('cpu_percent', 0):.0f}%, p95 {lat.get('p95') or 0:.0f} ms"
+                + (f"  ERROR {result['error']}" if result.get("error") else "")
+            )
+    rows = summarize(points)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": ["vidpipe", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else sys.argv,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
+        "machine": machine,
+        "precision": ctx.precision,
+        "clips": ctx.clip_info,
+        "model": str(ctx.model),
+        "model_api_status": model_api_status,
+        "benchmark_app": bench_app,
+        "summary": rows,
+        "references": references(rows),
+        "points": points,
+        "wall_s": time.monotonic() - t_start,
+    }
+    from vidpipe.bench.report import targets
+
+    doc["targets"] = targets(doc)
+    return doc
+
+
+def with_overrides(base: BenchOptions, **changes: Any) -> BenchOptions:
+    """``base`` with every change that is not None."""
+    return replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,226 @@
+"""What no pipeline can beat: the inference ceiling and the per-stage CPU costs.
+
+* ``CeilingRun``: inference only. The model compiled as vidpipe compiles it (THROUGHPUT hint,
+  u8 NHWC input converted in the graph), an ``AsyncInferQueue`` of the optimal size, every
+  request bound once to its own preallocated input holding a real letterboxed frame of the
+  clip, and one thread that keeps every request busy.
+* ``stage_costs``: CPU milliseconds per frame of each stage, measured one stage at a time on
+  one thread after the ceiling window: decode (OpenCV FFmpeg, one decoder thread),
+  preprocess (vidpipe's ``letterbox_into`` a preallocated u8 buffer; the float conversion runs
+  inside inference), postprocess (decode + NMS of the clip's real outputs). Inference is the
+  process CPU time per frame during the ceiling window, i.e. at saturation.
+  ``stage bound = cores x 1000 / sum(ms)``: the fps a perfect pipeline would reach if every
+  core did nothing but these stages.
+* ``run_benchmark_app``: OpenVINO's ``benchmark_app`` as a cross-check of the ceiling.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from vidpipe.bench.capture import LoopingReader
+from vidpipe.bench.common import PointSpec, ResultLog, cores
+from vidpipe.bench.contenders import compile_model, describe_compiled
+from vidpipe.postprocess.decode import DecodeParams, decode_yolox
+from vidpipe.postprocess.pipeline import postprocess
+from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
+
+
+class CeilingRun:
+    """Inference only, every request always busy, inputs preallocated."""
+
+    name = "ceiling"
+
+    def __init__(self, spec: PointSpec) -> None:
+        self.spec = spec
+        self.log = ResultLog(1)
+        self.stop_event = threading.Event()
+        self.errors: list[str] = []
+        self.details: dict[str, Any] = {}
+        self.precision = spec.precision
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import openvino as ov
+
+        compiled, w, h = compile_model(self.spec, "THROUGHPUT", u8_nhwc=True)
+        self.compiled, self.w, self.h = compiled, w, h
+        self.details = describe_compiled(compiled, "THROUGHPUT")
+        self.precision = self.details["precision"]
+        n_requests = self.details["optimal_requests"]
+        self.details["requests"] = n_requests
+        reader = LoopingReader(self.spec.clip)
+        frame = reader.read()
+        reader.close()
+        self.queue = ov.AsyncInferQueue(compiled, n_requests)
+        self._inputs = []
+        for i in range(n_requests):
+            hwc = np.full((h, w, 3), 114, np.uint8)
+            letterbox_into(frame, hwc)
+            self._inputs.append(hwc)
+            self.queue[i].set_input_tensor(ov.Tensor(hwc[np.newaxis], shared_memory=True))
+        self.queue.set_callback(self._on_done)
+        self._thread = threading.Thread(target=self._submit, name="ceiling", daemon=True)
+        self._thread.start()
+
+    def _on_done(self, _request: Any, t_submit: float) -> None:
+        self.log.record(0, t_submit)  # latency here = submit to completion
+
+    def _submit(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self.queue.start_async(None, time.monotonic())  # blocks until a request idles
+        except Exception as exc:  # noqa: BLE001 - reported in the point's result
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.queue.wait_all()
+
+    def frames(self) -> int:
+        return self.log.frames
+
+    def per_camera(self) -> list[int]:
+        return list(self.log.per_camera)
+
+    def latencies_ms(self, t0_mono: float, t1_mono: float, _t0: float, _t1: float) -> list[float]:
+        return self.log.latencies_ms(t0_mono, t1_mono)
+
+    def allocations(self) -> int | None:
+        return None
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.details)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def stage_costs(self, infer_cpu_ms: float) -> dict[str, Any]:
+        """Per-stage CPU ms per frame for this clip (run after ``stop``)."""
+        return stage_costs(self.spec, self.compiled, self.w, self.h, infer_cpu_ms)
+
+
+def _cpu_ms_per(fn: Any, n: int, clock: Any = time.process_time) -> float:
+    t0 = clock()
+    fn(n)
+    return (clock() - t0) * 1000.0 / n
+
+
+def stage_costs(
+    spec: PointSpec, compiled: Any, w: int, h: int, infer_cpu_ms: float
+) -> dict[str, Any]:
+    """CPU ms per frame of decode, preprocess, inference and postprocess, and the stage bound.
+
+    Args:
+        spec: the point (clip, thresholds, ``stage_frames``).
+        compiled: the compiled model (u8 NHWC input), to produce the clip's real outputs.
+        w: model input width.
+        h: model input height.
+        infer_cpu_ms: inference CPU ms per frame at saturation (from the ceiling window).
+    """
+    n = max(10, spec.stage_frames)
+    time.sleep(0.5)  # let the inference threads go idle: process CPU time is measured
+    reader = LoopingReader(spec.clip)
+    for _ in range(5):  # open, first keyframe: not steady state
+        reader.read()
+    kept: list[np.ndarray] = []
+
+    def decode(k: int) -> None:
+        for i in range(k):
+            img = reader.read()
+            if i % max(1, k // 16) == 0 and len(kept) < 16:
+                kept.append(img)
+
+    decode_ms = _cpu_ms_per(decode, n)
+    decode_thread_ms = _cpu_ms_per(lambda k: [reader.read() for _ in range(k)], 30, time.thread_time)
+    reader.close()
+
+    hwc = np.full((h, w, 3), 114, np.uint8)
+    chw = np.zeros((3, h, w), np.float32)
+
+    def preprocess(k: int) -> None:
+        for i in range(k):
+            letterbox_into(kept[i % len(kept)], hwc)
+
+    def preprocess_float(k: int) -> None:
+        for i in range(k):
+            letterbox_into(kept[i % len(kept)], hwc)
+            hwc_to_chw_float(hwc, chw)
+
+    preprocess_ms = _cpu_ms_per(preprocess, n)
+    preprocess_float_ms = _cpu_ms_per(preprocess_float, n)
+
+    request = compiled.create_infer_request()
+    outputs = []
+    boxes = []
+    for img in kept:
+        lb = letterbox_into(img, hwc)
+        request.infer({0: hwc[np.newaxis]})
+        outputs.append(np.array(request.get_output_tensor(0).data[0], copy=True))
+        boxes.append(lb)
+    params = DecodeParams(w, h, spec.score_threshold)
+    detections = [len(postprocess([o], lb, decode_yolox, params, spec.iou_threshold))
+                  for o, lb in zip(outputs, boxes, strict=True)]  # fmt: skip
+
+    def post(k: int) -> None:
+        for i in range(k):
+            j = i % len(outputs)
+            postprocess([outputs[j]], boxes[j], decode_yolox, params, spec.iou_threshold)
+
+    postprocess_ms = _cpu_ms_per(post, n)
+    total = decode_ms + preprocess_ms + infer_cpu_ms + postprocess_ms
+    return {
+        "decode_ms": decode_ms,
+        "decode_thread_ms": decode_thread_ms,
+        "preprocess_ms": preprocess_ms,
+        "preprocess_float_ms": preprocess_float_ms,
+        "infer_ms": infer_cpu_ms,
+        "postprocess_ms": postprocess_ms,
+        "total_ms": total,
+        "cores": cores(),
+        "stage_bound_fps": cores() * 1000.0 / total,
+        "detections_per_frame": float(np.mean(detections)) if detections else 0.0,
+        "frames_timed": n,
+    }
+
+
+_THROUGHPUT = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
+
+
+def run_benchmark_app(model: str, precision: str, seconds: float) -> dict[str, Any]:
+    """OpenVINO's ``benchmark_app`` (THROUGHPUT hint) as a cross-check of the ceiling.
+
+    Returns:
+        ``{"fps": float | None, "command": [...], "error": str | None}``.
+    """
+    exe = shutil.which("benchmark_app")
+    if exe is None:
+        import sys
+        from pathlib import Path
+
+        candidate = Path(sys.executable).parent / "benchmark_app"
+        exe = str(candidate) if candidate.is_file() else None
+    if exe is None:
+        return {"fps": None, "command": None, "error": "benchmark_app is not installed"}
+    cmd = [
+        exe, "-m", model, "-d", "CPU", "-hint", "throughput",
+        "-infer_precision", precision, "-t", str(max(1, round(seconds))),
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=seconds + 120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return {"fps": None, "command": cmd, "error": "timed out"}
+    match = _THROUGHPUT.search(proc.stdout)
+    if proc.returncode != 0 or match is None:
+        tail = (proc.stdout + proc.stderr).strip()[-400:]
+        return {"fps": None, "command": cmd, "error": f"exit {proc.returncode}: {tail}"}
+    return {"fps": float(match.group(1)), "command": cmd, "error": None}

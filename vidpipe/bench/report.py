@@ -1,0 +1,277 @@
+"""Turn a result document into the target ratios, a Markdown table and a PNG plot.
+
+``python -m vidpipe.bench.report RESULT.json [OUT_DIR]`` regenerates the Markdown and the PNG
+from a stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.common import PIPELINES
+
+#: (name, the denominator, threshold, camera counts, clip heights it applies to or None = all)
+TARGETS: tuple[tuple[str, str, float, tuple[int, ...], tuple[int, ...] | None], ...] = (
+    ("vidpipe / stage bound", "stage_bound", 0.90, (4, 8), (432, 1080)),
+    ("vidpipe / naive", "naive", 1.10, (4, 8), None),
+    ("vidpipe / single-detector", "single", 1.10, (4, 8), None),
+    ("vidpipe / model_api", "model_api", 1.30, (4,), None),
+)
+
+LABELS = {
+    "ceiling": "ceiling (inference only)",
+    "naive": "naive (thread per camera, sync infer)",
+    "single": "single-detector (Frigate design)",
+    "model_api": "model_api AsyncPipeline",
+    "vidpipe": "vidpipe daemon",
+}
+
+
+def _row(doc: dict[str, Any], contender: str, clip: str, cameras: int) -> dict[str, Any] | None:
+    for r in doc["summary"]:
+        if (r["contender"], r["clip"], r["cameras"]) == (contender, clip, cameras):
+            return r
+    return None
+
+
+def ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """vidpipe's fps divided by every other design's, per clip and camera count."""
+    out = []
+    clips = list(doc["clips"])
+    cams = sorted({r["cameras"] for r in doc["summary"] if r["contender"] in PIPELINES})
+    for clip in clips:
+        ref = doc.get("references", {}).get(clip, {})
+        for n in cams:
+            mine = _row(doc, "vidpipe", clip, n)
+            if not mine or not mine["fps"]:
+                continue
+            entry: dict[str, Any] = {"clip": clip, "cameras": n, "vidpipe_fps": mine["fps"]}
+            if ref.get("stage_bound_fps"):
+                entry["stage_bound"] = mine["fps"] / ref["stage_bound_fps"]
+            if ref.get("ceiling_fps"):
+                entry["ceiling"] = mine["fps"] / ref["ceiling_fps"]
+            for other in ("naive", "single", "model_api"):
+                row = _row(doc, other, clip, n)
+                if row and row["fps"]:
+                    entry[other] = mine["fps"] / row["fps"]
+            out.append(entry)
+    return out
+
+
+def targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every target that applies to this run, with its ratio and whether it holds."""
+    out = []
+    for r in ratios(doc):
+        height = doc["clips"][r["clip"]]["height"]
+        for name, key, threshold, cams, heights in TARGETS:
+            if r["cameras"] not in cams or (heights is not None and height not in heights):
+                continue
+            value = r.get(key)
+            out.append({
+                "target": name, "clip": r["clip"], "cameras": r["cameras"],
+                "ratio": value, "threshold": threshold,
+                "holds": None if value is None else value >= threshold,
+            })  # fmt: skip
+    return out
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The whole report as Markdown."""
+    m = doc["machine"]
+    o = doc["options"]
+    lines = [
+        f"# vidpipe bench: {o['suite']} suite, {doc['created']}",
+        "",
+        f"- Machine: {m['cpu_model']}, {m['cores']} cores ({', '.join(m['isa']) or 'no AVX'}); "
+        f"OpenVINO {m['openvino']}, OpenCV {m['cv2']}, Python {m['python']}",
+        f"- Inference precision (every contender, set explicitly): **{doc['precision']}**",
+        f"- Points: {o['seconds']:g} s measured after {o['warmup_s']:g} s warm-up, "
+        f"{o['repeats']} repeat(s) alternated; fps = frames finished in the window / window; "
+        f"CPU % = process CPU time / window / cores; latency = capture to result; "
+        f"values are medians over the repeats",
+        f"- model_api: {doc['model_api_status']}",
+        f"- Command: `{' '.join(doc['command'])}`; total wall time {doc['wall_s'] / 60:.1f} min",
+    ]
+    bench_app = doc.get("benchmark_app")
+    if bench_app:
+        lines.append(
+            f"- benchmark_app cross-check (THROUGHPUT, random input): "
+            f"{_f(bench_app.get('fps'))} fps" + (f" ({bench_app['error']})" if bench_app.get("error") else "")
+        )
+    lines += ["", "## Throughput", ""]
+    for clip, info in doc["clips"].items():
+        ref = doc.get("references", {}).get(clip, {})
+        lines += [
+            f"### {clip} ({info['width']}x{info['height']})",
+            "",
+            f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
+            f"{_f(ref.get('stage_bound_fps'))} fps.",
+            "",
+            "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | p50 ms | p95 ms | precision |",
+            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        ]
+        rows = [r for r in doc["summary"] if r["clip"] == clip and r["contender"] in PIPELINES]
+        rows.sort(key=lambda r: (r["cameras"], PIPELINES.index(r["contender"])))
+        for r in rows:
+            err = " ⚠ " + "; ".join(r["errors"])[:120] if r["errors"] else ""
+            lines.append(
+                f"| {r['contender']}{err} | {r['cameras']} | **{_f(r['fps'])}** | "
+                f"{', '.join(f'{v:.1f}' for v in r['fps_repeats'])} | {_f(r['min_camera_fps'])} | "
+                f"{_f(r['cpu_percent'], 0)} | {_f(r['latency_p50_ms'], 0)} | "
+                f"{_f(r['latency_p95_ms'], 0)} | {r['precision'] or '–'} |"
+            )
+        lines.append("")
+    lines += _stage_table(doc)
+    lines += _targets_table(doc)
+    lines += _steady_state(doc)
+    return "\n".join(lines) + "\n"
+
+
+def _stage_table(doc: dict[str, Any]) -> list[str]:
+    refs = doc.get("references", {})
+    if not refs:
+        return []
+    lines = [
+        "## Stage costs (CPU ms per frame)",
+        "",
+        "| clip | decode | preprocess | infer | postprocess | sum | stage bound fps | ceiling fps |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for clip, ref in refs.items():
+        s = ref["stages"]
+        lines.append(
+            f"| {clip} | {_f(s['decode_ms'], 2)} | {_f(s['preprocess_ms'], 2)} | "
+            f"{_f(s['infer_ms'], 2)} | {_f(s['postprocess_ms'], 3)} | {_f(s['total_ms'], 2)} | "
+            f"{_f(s['stage_bound_fps'])} | {_f(ref['ceiling_fps'])} |"
+        )
+    lines += [
+        "",
+        "Decode: OpenCV FFmpeg, 1 decoder thread. Preprocess: vidpipe's letterbox into a "
+        "preallocated u8 buffer (the float conversion runs in the inference graph). Infer: "
+        "process CPU time per frame in the ceiling window (THROUGHPUT, every request busy). "
+        "Postprocess: decode + NMS of the clip's real outputs. Stage bound = cores x 1000 / sum.",
+        "",
+    ]
+    return lines
+
+
+def _targets_table(doc: dict[str, Any]) -> list[str]:
+    lines = ["## Targets", ""]
+    rows = doc.get("targets", [])
+    if not rows:
+        return [*lines, "No target applies to this run.", ""]
+    lines += ["| target | clip | cameras | ratio | needed | result |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    for t in rows:
+        verdict = "–" if t["holds"] is None else ("holds" if t["holds"] else
+                                                   f"**missed** by {100 * (1 - t['ratio'] / t['threshold']):.0f}%")  # fmt: skip
+        lines.append(
+            f"| {t['target']} | {t['clip']} | {t['cameras']} | {_f(t['ratio'], 2)} | "
+            f"≥ {t['threshold']:.2f} | {verdict} |"
+        )
+    lines += ["", "All ratios (vidpipe fps / other fps):", "",
+              "| clip | cameras | / stage bound | / ceiling | / naive | / single | / model_api |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for r in ratios(doc):
+        lines.append(
+            f"| {r['clip']} | {r['cameras']} | {_f(r.get('stage_bound'), 2)} | "
+            f"{_f(r.get('ceiling'), 2)} | {_f(r.get('naive'), 2)} | {_f(r.get('single'), 2)} | "
+            f"{_f(r.get('model_api'), 2)} |"
+        )
+    return [*lines, ""]
+
+
+def _steady_state(doc: dict[str, Any]) -> list[str]:
+    rows = [r for r in doc["summary"] if r["contender"] == "vidpipe"]
+    if not rows:
+        return []
+    lines = [
+        "## vidpipe steady state",
+        "",
+        "| clip | cameras | buffer-pool allocations grew | RSS start MB | RSS end MB |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for r in rows:
+        grew = "–" if r["allocations_grew"] is None else ("**yes**" if r["allocations_grew"] else "no")
+        lines.append(
+            f"| {r['clip']} | {r['cameras']} | {grew} | {_f(r['rss_mb_start'])} | {_f(r['rss_mb_end'])} |"
+        )
+    return [*lines, ""]
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """fps vs cameras per clip, every contender, ceiling and stage bound as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    clips = list(doc["clips"])
+    fig, axes = plt.subplots(1, len(clips), figsize=(5.2 * len(clips), 4.2), squeeze=False)
+    for ax, clip in zip(axes[0], clips, strict=True):
+        info = doc["clips"][clip]
+        for contender in PIPELINES:
+            rows = sorted(
+                (r for r in doc["summary"] if r["clip"] == clip and r["contender"] == contender and r["fps"]),
+                key=lambda r: r["cameras"],
+            )
+            if rows:
+                ax.plot([r["cameras"] for r in rows], [r["fps"] for r in rows], marker="o",
+                        label=LABELS[contender], linewidth=2.5 if contender == "vidpipe" else 1.5)  # fmt: skip
+        ref = doc.get("references", {}).get(clip, {})
+        if ref.get("ceiling_fps"):
+            ax.axhline(ref["ceiling_fps"], color="black", linestyle="--", linewidth=1,
+                       label=f"ceiling {ref['ceiling_fps']:.0f}")  # fmt: skip
+        if ref.get("stage_bound_fps"):
+            ax.axhline(ref["stage_bound_fps"], color="grey", linestyle=":", linewidth=1.5,
+                       label=f"stage bound {ref['stage_bound_fps']:.0f}")  # fmt: skip
+        ax.set_title(f"{clip} ({info['width']}x{info['height']})")
+        ax.set_xlabel("cameras")
+        ax.set_ylabel("frames inferred per second (all cameras)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    m = doc["machine"]
+    fig.suptitle(f"{m['cpu_model']}, {m['cores']} cores, precision {doc['precision']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(doc: dict[str, Any], json_path: Path, out_dir: Path | None = None) -> dict[str, Path]:
+    """Write the JSON, and the Markdown and PNG beside it (or in ``out_dir``)."""
+    out_dir = out_dir or json_path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    md = out_dir / f"{json_path.stem}.md"
+    md.write_text(markdown(doc))
+    png = out_dir / f"{json_path.stem}.png"
+    plot(doc, png)
+    return {"json": json_path, "markdown": md, "png": png}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not 1 <= len(args) <= 2:
+        print("usage: python -m vidpipe.bench.report RESULT.json [OUT_DIR]", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    doc = json.loads(path.read_text())
+    doc["targets"] = targets(doc)
+    out_dir = Path(args[1]) if len(args) == 2 else path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{path.stem}.md").write_text(markdown(doc))
+    plot(doc, out_dir / f"{path.stem}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The vidpipe contender: the real ``Daemon`` with a real config, as a user would run it.
+
+N looping file cameras (unpaced: files use the ``block`` mailbox policy), metrics served on
+127.0.0.1 with a free port, one JSONL sink to a temporary file. Frames inferred come from
+``engine.completed``; per-camera counts from the metrics registry; capture-to-result latency
+from the JSONL lines (``latency_ms``) whose timestamp falls in the window.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from vidpipe.bench.common import PointSpec
+
+log = logging.getLogger(__name__)
+
+
+def bench_config(spec: PointSpec, jsonl: Path) -> Any:
+    """The daemon config of one point, validated like a YAML file would be."""
+    from vidpipe.config import Config
+
+    data = {
+        "model": {
+            "path": spec.model,
+            "labels": spec.labels,
+            "type": "yolox",
+            "score_threshold": spec.score_threshold,
+            "iou_threshold": spec.iou_threshold,
+        },
+        "inference": {
+            "type": "openvino",
+            "device": "CPU",
+            "hint": "throughput",
+            "precision": spec.precision,
+        },
+        "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
+        "logging": {"level": "WARNING"},
+        "sinks": [{"type": "jsonl", "path": str(jsonl)}],
+        "cameras": [
+            {"name": f"cam{i}", "url": spec.clip, "loop": True} for i in range(spec.cameras)
+        ],
+    }
+    return Config.model_validate(data)
+
+
+class VidpipeRun:
+    """``Daemon(cfg, metrics).start()`` ... ``shutdown()``, measured from outside."""
+
+    name = "vidpipe"
+
+    def __init__(self, spec: PointSpec) -> None:
+        from vidpipe.daemon import Daemon
+
+        self.spec = spec
+        self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
+        self.jsonl = Path(self._tmp.name) / "results.jsonl"
+        self.cfg = bench_config(spec, self.jsonl)
+        self.daemon = Daemon(self.cfg)
+        self.errors: list[str] = []
+        self.precision = spec.precision
+        self.details: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self.daemon.start()
+        engine = self.daemon.engine
+        assert engine is not None
+        desc = dict(engine.backend.description)
+        self.precision = desc.get("precision", self.spec.precision)
+        self.details = {
+            "precision": self.precision,
+            "hint": desc.get("hint"),
+            "requests": int(desc.get("requests", 0)),
+            "optimal_requests": int(desc.get("optimal_requests", 0)),
+            "streams": int(desc.get("streams", 0)),
+            "input": desc.get("input"),
+            "pipeline_depth": engine.pipeline_depth,
+            "buffers": len(engine.pool.buffers),
+            "metrics_port": self.daemon.metrics_port,
+        }
+
+    def frames(self) -> int:
+        engine = self.daemon.engine
+        return engine.completed if engine is not None else 0
+
+    def per_camera(self) -> list[int]:
+        registry = self.daemon.metrics.registry
+        return [
+            int(registry.get_sample_value("vidpipe_frames_inferred_total", {"camera": c.name}) or 0)
+            for c in self.cfg.cameras
+        ]
+
+    def allocations(self) -> int | None:
+        engine = self.daemon.engine
+        return engine.pool.allocations if engine is not None else None
+
+    def latencies_ms(self, _t0: float, _t1: float, t0_wall: float, t1_wall: float) -> list[float]:
+        """``latency_ms`` of the JSONL lines written for frames finished in the window."""
+        out = []
+        with self.jsonl.open() as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short at shutdown
+                ts = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00")).timestamp()
+                if t0_wall <= ts <= t1_wall:
+                    out.append(float(rec["latency_ms"]))
+        return sorted(out)
+
+    def info(self) -> dict[str, Any]:
+        info = dict(self.details)
+        info["metrics_scrape_ok"] = self._scrape_ok()
+        registry = self.daemon.metrics.registry
+        drops: dict[str, float] = {}
+        for metric in registry.collect():
+            if metric.name == "vidpipe_frames_dropped":
+                for sample in metric.samples:
+                    if sample.name.endswith("_total") and sample.value:
+                        reason = sample.labels["reason"]
+                        drops[reason] = drops.get(reason, 0) + sample.value
+        info["drops"] = drops
+        info["sink_dropped"] = sum(
+            s.value
+            for m in registry.collect()
+            if m.name == "vidpipe_sink_dropped"
+            for s in m.samples
+            if s.name.endswith("_total")
+        )
+        return info
+
+    def _scrape_ok(self) -> bool:
+        """One real scrape of /metrics (outside the window) to prove the server is on."""
+        port = self.daemon.metrics_port
+        if not port:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                return b"vidpipe_frames_inferred_total" in resp.read()
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        del timeout_s  # the config's shutdown_timeout_s applies
+        if not self.daemon.shutdown():
+            self.errors.append("daemon shutdown was not clean")
+
+    def close(self) -> None:
+        self._tmp.cleanup()

@@ -1,0 +1,134 @@
+"""Run ONE benchmark point in this process and write its result as JSON.
+
+``python -m vidpipe.bench.worker SPEC.json RESULT.json``
+
+The protocol is the same for every contender: build and start it (timed as ``startup_s``),
+let it run ``warmup_s``, take a snapshot (frames, process CPU time, RSS, buffer-pool
+allocations), sleep ``seconds``, take another, stop. fps and CPU% come from the difference
+between the two snapshots only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from vidpipe.bench.common import (
+    PointResult,
+    PointSpec,
+    Snapshot,
+    cores,
+    loadavg_1m,
+    percentile,
+)
+
+log = logging.getLogger("vidpipe.bench.worker")
+
+_MB = 1024.0 * 1024.0
+
+
+class Contender(Protocol):
+    """What the worker needs from a contender."""
+
+    name: str
+    precision: str
+    errors: list[str]
+
+    def start(self) -> None: ...
+    def frames(self) -> int: ...
+    def per_camera(self) -> list[int]: ...
+    def latencies_ms(self, t0: float, t1: float, t0_wall: float, t1_wall: float) -> list[float]: ...
+    def allocations(self) -> int | None: ...
+    def info(self) -> dict[str, Any]: ...
+    def stop(self, timeout_s: float = 10.0) -> None: ...
+
+
+def make_contender(spec: PointSpec) -> Contender:
+    """The contender object named by ``spec.contender``."""
+    if spec.contender == "vidpipe":
+        from vidpipe.bench.vidpipe_run import VidpipeRun
+
+        return VidpipeRun(spec)
+    if spec.contender == "ceiling":
+        from vidpipe.bench.reference import CeilingRun
+
+        return CeilingRun(spec)
+    from vidpipe.bench.contenders import BASELINES
+
+    if spec.contender not in BASELINES:
+        raise ValueError(f"unknown contender {spec.contender!r}")
+    return BASELINES[spec.contender](spec)
+
+
+def _window_rate(n0: int, n1: int, window_s: float) -> float:
+    return (n1 - n0) / window_s if window_s > 0 else 0.0
+
+
+def measure(spec: PointSpec) -> PointResult:
+    """Run the point and return its result (errors are recorded, not raised)."""
+    result = PointResult(spec=spec.to_dict(), loadavg_start=loadavg_1m())
+    t_build = time.monotonic()
+    contender = make_contender(spec)
+    try:
+        contender.start()
+        result.startup_s = time.monotonic() - t_build
+        time.sleep(spec.warmup_s)
+        cams0 = contender.per_camera()
+        alloc0 = contender.allocations()
+        s0 = Snapshot.take(contender.frames())
+        time.sleep(spec.seconds)
+        s1 = Snapshot.take(contender.frames())
+        cams1 = contender.per_camera()
+        alloc1 = contender.allocations()
+        result.info = contender.info()
+    finally:
+        contender.stop()
+    window = s1.t_mono - s0.t_mono
+    cpu = s1.cpu_s - s0.cpu_s
+    frames = s1.frames - s0.frames
+    result.window_s = window
+    result.frames = frames
+    result.fps = _window_rate(s0.frames, s1.frames, window)
+    result.cpu_percent = 100.0 * cpu / window / cores() if window > 0 else 0.0
+    result.cpu_ms_per_frame = 1000.0 * cpu / frames if frames else None
+    result.per_camera_fps = [_window_rate(a, b, window) for a, b in zip(cams0, cams1, strict=True)]
+    result.rss_mb = {"start": s0.rss / _MB, "end": s1.rss / _MB}
+    if alloc0 is not None and alloc1 is not None:
+        result.allocations = {"before": alloc0, "after": alloc1}
+    lat = contender.latencies_ms(s0.t_mono, s1.t_mono, s0.t_wall, s1.t_wall)
+    result.latency_ms = {"p50": percentile(lat, 0.50), "p95": percentile(lat, 0.95), "n": len(lat)}
+    result.precision = contender.precision
+    if spec.contender == "ceiling":
+        infer_ms = result.cpu_ms_per_frame or 0.0
+        result.info["stages"] = contender.stage_costs(infer_ms)  # type: ignore[attr-defined]
+        result.info["infer_wall_ms_x_cores"] = 1000.0 * window * cores() / frames if frames else None
+    if contender.errors:
+        result.error = "; ".join(contender.errors[:5])
+    close = getattr(contender, "close", None)
+    if close is not None:
+        close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m vidpipe.bench.worker SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    spec = PointSpec.from_dict(json.loads(Path(args[0]).read_text()))
+    try:
+        result = measure(spec)
+    except Exception as exc:  # noqa: BLE001 - the harness records the failure and goes on
+        log.exception("point %s failed", spec.contender)
+        result = PointResult(spec=spec.to_dict(), error=f"{type(exc).__name__}: {exc}")
+    Path(args[1]).write_text(json.dumps(result.to_dict(), indent=1))
+    return 0 if result.error is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

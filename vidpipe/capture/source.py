@@ -1,0 +1,148 @@
+"""Opening a camera with OpenCV's FFmpeg backend.
+
+Everything that touches ``cv2.VideoCapture`` construction lives here: the FFmpeg environment,
+the open parameters (timeouts, decoder threads) and ``file://`` URLs. Reading frames is the
+worker's job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+
+from vidpipe.config import CameraConfig, CaptureConfig
+
+log = logging.getLogger(__name__)
+
+FFMPEG_OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
+"""OpenCV reads FFmpeg demuxer options from this variable at every open."""
+
+_MAX_PLAUSIBLE_FPS = 1000.0  # above this a reported rate is a time base, not a frame rate
+_env_lock = threading.Lock()
+
+
+def configure_ffmpeg_env() -> None:
+    """Make OpenCV's FFmpeg backend use RTSP over TCP. Idempotent.
+
+    Setting ``OPENCV_FFMPEG_CAPTURE_OPTIONS`` at all drops OpenCV's implicit prefer-TCP flag
+    (see NOTES.md), so the variable must always carry ``rtsp_transport``. An existing value is
+    kept; ``rtsp_transport;tcp`` is prepended only when it names no transport. Call it before
+    any capture opens.
+    """
+    with _env_lock:
+        current = os.environ.get(FFMPEG_OPTIONS_ENV, "")
+        options = [opt for opt in current.split("|") if opt]
+        if any(opt.split(";", 1)[0] == "rtsp_transport" for opt in options):
+            return
+        os.environ[FFMPEG_OPTIONS_ENV] = "|".join(["rtsp_transport;tcp", *options])
+        log.debug("%s=%s", FFMPEG_OPTIONS_ENV, os.environ[FFMPEG_OPTIONS_ENV])
+
+
+def source_for(url: str) -> str:
+    """What to hand to ``cv2.VideoCapture``: ``file://`` URLs become plain paths.
+
+    Examples:
+        ``file:///data/a%20b.mp4`` -> ``/data/a b.mp4``; ``rtsp://...`` and plain paths are
+        returned unchanged.
+    """
+    if not url.lower().startswith("file://"):
+        return url
+    parsed = urllib.parse.urlparse(url)
+    host = "" if parsed.netloc in ("", "localhost") else parsed.netloc
+    return urllib.parse.unquote(host + parsed.path)
+
+
+def open_params(defaults: CaptureConfig) -> list[int]:
+    """``cv2.VideoCapture`` open parameters: timeouts and (if > 0) FFmpeg decoder threads.
+
+    ``CAP_PROP_N_THREADS`` is honoured as an open parameter by OpenCV 5.0 (``get`` reports
+    it back); 0 leaves OpenCV's default.
+    """
+    params = [
+        cv2.CAP_PROP_OPEN_TIMEOUT_MSEC,
+        defaults.open_timeout_ms,
+        cv2.CAP_PROP_READ_TIMEOUT_MSEC,
+        defaults.read_timeout_ms,
+    ]
+    if defaults.decoder_threads > 0:
+        params += [cv2.CAP_PROP_N_THREADS, defaults.decoder_threads]
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """What an opened capture reports about its video.
+
+    Attributes:
+        width: frame width in pixels (0: no decodable video).
+        height: frame height in pixels.
+        fps: nominal frame rate, or None if unknown or implausible.
+    """
+
+    width: int
+    height: int
+    fps: float | None
+
+
+def open_capture(camera: CameraConfig, defaults: CaptureConfig) -> Any:
+    """Open ``camera`` with the FFmpeg backend. May block up to about the open timeout.
+
+    Returns:
+        The ``cv2.VideoCapture``; check ``isOpened()``.
+    """
+    return cv2.VideoCapture(source_for(camera.url), cv2.CAP_FFMPEG, open_params(defaults))
+
+
+def describe(cap: Any) -> SourceInfo:
+    """Width, height and nominal fps of an opened capture."""
+    fps = float(cap.get(cv2.CAP_PROP_FPS))
+    plausible = math.isfinite(fps) and 0 < fps <= _MAX_PLAUSIBLE_FPS
+    return SourceInfo(
+        width=int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)),
+        height=int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+        fps=fps if plausible else None,
+    )
+
+
+class Decimator:
+    """Picks the frames that go to detection when ``detect_fps`` is set.
+
+    Frames are kept on a fixed grid of ``1 / max_fps`` seconds, so a 12.5 fps source with
+    ``max_fps`` 5 keeps exactly 2 of every 5 frames. Time is media time (frame index / nominal
+    fps) when the caller knows the fps, so an unpaced file decimates like the live camera it
+    stands for; otherwise wall-clock time.
+
+    Args:
+        max_fps: at most this many frames per second pass; None passes every frame.
+    """
+
+    _EPS_S = 1e-6  # float slack: 0.4 must count as reached when the grid says 0.4
+
+    def __init__(self, max_fps: float | None) -> None:
+        self._period_s = 1.0 / max_fps if max_fps else 0.0
+        self._next_s: float | None = None
+
+    def reset(self) -> None:
+        """Start a new schedule (a new connection may use a different time base)."""
+        self._next_s = None
+
+    def due(self, t_s: float) -> bool:
+        """Whether the frame at time ``t_s`` passes."""
+        if self._period_s <= 0:
+            return True
+        nxt = self._next_s
+        if nxt is None or t_s < nxt - self._period_s - self._EPS_S:
+            self._next_s = t_s + self._period_s  # first frame, or time went backwards
+            return True
+        if t_s < nxt - self._EPS_S:
+            return False
+        # Stay on the grid (no drift to a lower rate); re-anchor only after a gap.
+        self._next_s = nxt + self._period_s if t_s < nxt + self._period_s else t_s + self._period_s
+        return True

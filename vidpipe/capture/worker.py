@@ -1,0 +1,441 @@
+"""The capture worker of one camera: open, read, watch, back off, reconnect.
+
+Threads (all daemon threads, all named ``capture-<camera>...``):
+
+* a **supervisor** that owns the state machine, the frame-age watchdog and the backoff. It
+  never calls into OpenCV, so it never blocks in a read;
+* one **reader** per connection attempt (a "session") that opens the capture, reads frames,
+  and hands them to the camera's mailbox.
+
+A read can block far longer than the read timeout (9 s for 3000 ms on OpenCV 5.0, see
+NOTES.md), and while the stream is frozen it may still return a drained frame once per read
+timeout. So the supervisor watches the age of the last *timely* frame (one whose read did not
+run into the read timeout), not the reads. When no such frame arrives for ``stall_timeout_s``
+(``open_timeout + stall_timeout_s`` while opening) the supervisor *abandons* the session
+instead of waiting: it sets the session's cancel event and starts a fresh reader after the
+backoff. The abandoned reader, when its call finally returns, sees it is stale, releases its
+capture and exits without emitting anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.source import (
+    Decimator,
+    SourceInfo,
+    configure_ffmpeg_env,
+    describe,
+    open_capture,
+)
+from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.handoff import Mailbox
+from vidpipe.metrics import CameraMetrics
+from vidpipe.redact import redact_text
+from vidpipe.types import CameraState, Frame
+
+log = logging.getLogger(__name__)
+
+_S = CameraState
+ALLOWED_TRANSITIONS: Mapping[CameraState, frozenset[CameraState]] = MappingProxyType(
+    {
+        _S.CONNECTING: frozenset({_S.STREAMING, _S.BACKOFF, _S.STOPPED}),
+        _S.STREAMING: frozenset({_S.BACKOFF, _S.STOPPED, _S.CONNECTING}),
+        _S.BACKOFF: frozenset({_S.CONNECTING, _S.STOPPED}),
+        _S.STOPPED: frozenset(),
+    }
+)
+"""Every state change a worker may make; anything else is a bug."""
+
+StateCallback = Callable[[str, CameraState], None]
+_FPS_WINDOW_S = 2.0
+
+
+class IllegalTransitionError(RuntimeError):
+    """A worker tried a state change that ``ALLOWED_TRANSITIONS`` does not list."""
+
+
+def check_transition(old: CameraState, new: CameraState) -> None:
+    """Raise ``IllegalTransitionError`` unless ``old -> new`` is allowed."""
+    if new not in ALLOWED_TRANSITIONS[old]:
+        allowed = ", ".join(sorted(s.name for s in ALLOWED_TRANSITIONS[old])) or "nothing"
+        raise IllegalTransitionError(
+            f"illegal capture state change {old.name} -> {new.name} (allowed: {allowed})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Why a session ended: ``reason`` is the ``camera_errors`` label (or ``eof``)."""
+
+    reason: str
+    detail: str
+
+
+class _Session:
+    """One connection attempt: what its reader thread reports and the supervisor watches."""
+
+    def __init__(self, number: int, now_s: float) -> None:
+        self.number = number
+        self.cancel = threading.Event()  # abandoned (stall) or the worker stops
+        self.done = threading.Event()
+        self.outcome: Outcome | None = None
+        self.cap: Any = None
+        self.info: SourceInfo | None = None
+        self.opened = False
+        self.frames = 0
+        self.seq0: int | None = None
+        self.in_put = False  # waiting for the consumer is not a stall
+        self.last_progress_s = now_s
+
+    def finish(self, reason: str, detail: str) -> None:
+        if not self.done.is_set():
+            self.outcome = Outcome(reason, detail)
+            self.done.set()
+
+    def idle_s(self, now_s: float) -> float:
+        return 0.0 if self.in_put else now_s - self.last_progress_s
+
+
+class CaptureWorker:
+    """Reads one camera on its own threads and feeds its mailbox.
+
+    Args:
+        camera: the camera's config.
+        defaults: timeouts, backoff and decoder settings shared by all cameras.
+        mailbox: where frames go; the daemon picks its policy (``block`` for files,
+            ``newest`` for streams).
+        metrics: the camera's metric children.
+        on_state: called as ``on_state(camera_name, state)`` on every state change, on the
+            supervisor thread; it must not block.
+        clock: monotonic clock for frame timestamps and the watchdog.
+    """
+
+    _POLL_S = 0.05  # supervisor tick: stall detection and state latency
+
+    def __init__(
+        self,
+        camera: CameraConfig,
+        defaults: CaptureConfig,
+        mailbox: Mailbox,
+        metrics: CameraMetrics,
+        *,
+        on_state: StateCallback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.camera = camera
+        self._defaults = defaults
+        self._mailbox = mailbox
+        self._metrics = metrics
+        self._on_state = on_state
+        self._clock = clock
+        self._is_file = not camera.is_stream
+        self._url = redact_text(camera.url)
+        self._stop = threading.Event()
+        self._state = CameraState.CONNECTING
+        self._state_lock = threading.Lock()
+        self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
+        self._decimator = Decimator(camera.detect_fps)
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._supervisor: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._session: _Session | None = None
+        self._sessions = 0
+        self._reconnects = 0
+        self._errors = 0
+        self._last_error = ""
+        self._last_backoff: BackoffStep | None = None
+        self._last_frame_s: float | None = None
+        self._frame_times: deque[float] = deque(maxlen=256)
+        self._failure: BaseException | None = None
+
+    # -- public API --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.camera.name
+
+    @property
+    def state(self) -> CameraState:
+        return self._state
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The unexpected exception that ended the supervisor, if any (a bug)."""
+        return self._failure
+
+    def start(self) -> None:
+        """Start the supervisor thread; returns at once."""
+        if self._supervisor is not None:
+            raise RuntimeError(f"capture worker {self.name!r} already started")
+        configure_ffmpeg_env()
+        self._metrics.set_state(self._state)
+        self._notify(self._state)
+        thread = threading.Thread(target=self._run, name=f"capture-{self.name}", daemon=True)
+        self._supervisor = thread
+        self._threads.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        """Ask the worker to stop; returns at once (see ``join``)."""
+        self._stop.set()
+        if self._supervisor is None:
+            self._set_state(CameraState.STOPPED)
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for all threads, abandoned readers included.
+
+        Returns:
+            True if every thread of this worker has ended.
+        """
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            log.warning(
+                "camera %s: threads still running after %.1f s: %s",
+                self.name,
+                timeout_s,
+                ", ".join(alive),
+            )
+        return not alive
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot for status pages and logs (credentials redacted)."""
+        now = self._clock()
+        recent = [t for t in list(self._frame_times) if now - t <= _FPS_WINDOW_S]
+        span = recent[-1] - recent[0] if len(recent) >= 2 else 0.0
+        step = self._last_backoff
+        return {
+            "camera": self.name,
+            "url": self._url,
+            "state": self._state.value,
+            "fps_in": (len(recent) - 1) / span if span > 0 else 0.0,
+            "frames": self._seq,
+            "last_frame_age_s": None if self._last_frame_s is None else now - self._last_frame_s,
+            "reconnects": self._reconnects,
+            "errors": self._errors,
+            "last_error": self._last_error,
+            "backoff_attempt": self._backoff.attempt,
+            "backoff_ceiling_s": None if step is None else step.ceiling_s,
+            "threads": sum(t.is_alive() for t in list(self._threads)),
+        }
+
+    # -- supervisor --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._supervise()
+        except Exception as exc:  # a bug: make it visible, never leave the camera half-alive
+            self._failure = exc
+            log.exception("camera %s: capture supervisor failed", self.name)
+        finally:
+            if self._session is not None:
+                self._session.cancel.set()
+            if self._state is not CameraState.STOPPED:
+                self._set_state(CameraState.STOPPED)
+
+    def _supervise(self) -> None:
+        while not self._stop.is_set():
+            outcome = self._watch(self._start_session())
+            if outcome is None:
+                return  # stop requested
+            if outcome.reason == "eof":
+                log.info("camera %s: %s; stopping", self.name, outcome.detail)
+                return
+            self._errors += 1
+            self._metrics.error(outcome.reason)
+            self._last_error = redact_text(f"{outcome.reason}: {outcome.detail}")
+            if not self._wait_backoff(outcome):
+                return
+            self._reconnects += 1
+            self._metrics.reconnects.inc()
+            self._set_state(CameraState.CONNECTING)
+
+    def _start_session(self) -> _Session:
+        self._sessions += 1
+        session = _Session(self._sessions, self._clock())
+        self._session = session
+        self._threads = [t for t in self._threads if t.is_alive()]  # forget ended readers
+        reader = threading.Thread(
+            target=self._read,
+            args=(session,),
+            name=f"capture-{self.name}-reader-{session.number}",
+            daemon=True,
+        )
+        self._threads.append(reader)
+        reader.start()
+        return session
+
+    def _watch(self, session: _Session) -> Outcome | None:
+        """Supervise one session until it ends, stalls, or the worker stops (None)."""
+        stall_s = self._defaults.stall_timeout_s
+        open_s = self._defaults.open_timeout_ms / 1000.0
+        while not self._stop.wait(self._POLL_S):
+            if session.frames and self._state is CameraState.CONNECTING:
+                self._streaming(session)
+            if session.done.is_set():
+                return session.outcome
+            idle_s = session.idle_s(self._clock())
+            if session.opened and idle_s > stall_s:
+                session.cancel.set()  # abandon; the reader exits when its read returns
+                return Outcome("stalled", f"no frame for {idle_s:.1f} s")
+            if not session.opened and idle_s > open_s + stall_s:
+                session.cancel.set()
+                return Outcome("open_failed", f"open did not return within {idle_s:.1f} s")
+        session.cancel.set()
+        return None
+
+    def _streaming(self, session: _Session) -> None:
+        self._set_state(CameraState.STREAMING)
+        self._backoff.reset()
+        info = session.info
+        size = f"{info.width}x{info.height}" if info else "?"
+        fps = f"{info.fps:g}" if info and info.fps else "unknown"
+        self._log(logging.INFO, f"streaming {size} at {fps} fps from {self._url}")
+
+    def _wait_backoff(self, outcome: Outcome) -> bool:
+        """Enter BACKOFF and sleep the next delay; False if the worker was stopped."""
+        step = self._backoff.next()
+        self._last_backoff = step
+        self._set_state(CameraState.BACKOFF)
+        self._log(
+            logging.WARNING,
+            f"{outcome.reason} ({outcome.detail}); reconnecting in {step.delay_s:.2f} s "
+            f"(attempt {step.attempt}, ceiling {step.ceiling_s:.2f} s) to {self._url}",
+        )
+        return not self._stop.wait(step.delay_s)
+
+    def _set_state(self, new: CameraState) -> None:
+        with self._state_lock:
+            old = self._state
+            if old is new:
+                return
+            check_transition(old, new)
+            self._state = new
+        self._metrics.set_state(new)
+        self._notify(new)
+
+    def _notify(self, state: CameraState) -> None:
+        if self._on_state is None:
+            return
+        try:
+            self._on_state(self.name, state)
+        except Exception:
+            log.exception("camera %s: on_state callback failed", self.name)
+
+    def _log(self, level: int, message: str) -> None:
+        log.log(level, "camera %s: %s", self.name, redact_text(message))
+
+    # -- reader ------------------------------------------------------------------------------
+
+    def _read(self, session: _Session) -> None:
+        """Reader thread body: open, read until the session ends, always release."""
+        try:
+            if self._open(session):
+                self._read_frames(session)
+        except Exception as exc:
+            log.exception("camera %s: reader failed", self.name)
+            session.finish("read_failed", redact_text(f"{type(exc).__name__}: {exc}"))
+        finally:
+            if session.cap is not None:
+                session.cap.release()
+            session.finish("stopped", "reader ended")
+
+    def _open(self, session: _Session) -> bool:
+        """Open the capture into ``session.cap``; False (and the session finished) if not."""
+        session.cap = open_capture(self.camera, self._defaults)
+        if session.cancel.is_set():
+            return False  # abandoned while opening
+        if not session.cap.isOpened():
+            session.finish("open_failed", "could not open the source")
+            return False
+        info = describe(session.cap)
+        if info.width <= 0:
+            session.finish("no_frames", "the source has no decodable video (width 0)")
+            return False
+        session.info = info
+        session.opened = True
+        session.last_progress_s = self._clock()
+        return True
+
+    def _read_frames(self, session: _Session) -> None:
+        # A read that ran into the read timeout can still return a frame: FFmpeg drains the
+        # decoder's delayed pictures, one per timeout (a frozen stream yields one every
+        # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
+        slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
+        self._decimator.reset()
+        pass_frames = 0
+        while not session.cancel.is_set():
+            t_read = self._clock()
+            ok, image = session.cap.read()
+            if session.cancel.is_set():
+                return  # stale: the supervisor moved on while we were blocked
+            if not ok or image is None:
+                if not self._end_of_pass(session, pass_frames):
+                    return
+                pass_frames = 0
+                continue
+            pass_frames += 1
+            fresh = self._clock() - t_read < slow_read_s
+            if not self._emit(session, image, fresh):
+                return
+
+    def _end_of_pass(self, session: _Session, pass_frames: int) -> bool:
+        """``read`` returned False: finish the session, or rewind a looping file (True)."""
+        if pass_frames == 0:
+            session.finish("no_frames", "the source opened but yielded no frame")
+            return False
+        if not self._is_file:
+            # rtspsrc-style servers end with EOS and never resume: always reconnect.
+            session.finish("read_failed", f"stream ended after {session.frames} frame(s)")
+            return False
+        if not self.camera.loop:
+            session.finish("eof", f"end of file after {session.frames} frame(s)")
+            return False
+        session.cap.release()
+        session.cap = None
+        return self._open(session)
+
+    def _emit(self, session: _Session, image: np.ndarray, fresh: bool) -> bool:
+        """Count one decoded frame and pass it on if due; False if the session must end.
+
+        ``fresh`` is False for a frame drained after a read timeout: it does not reset the
+        frame-age watchdog.
+        """
+        now = self._clock()
+        with self._seq_lock:
+            seq = self._seq
+            self._seq += 1
+        if session.seq0 is None:
+            session.seq0 = seq
+        session.frames += 1
+        if fresh:
+            session.last_progress_s = now
+            self._last_frame_s = now
+        self._frame_times.append(now)
+        self._metrics.captured.inc()
+        fps = session.info.fps if session.info else None
+        t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
+        if not self._decimator.due(t_sched):
+            self._metrics.drop("decimated")
+            return True
+        session.in_put = True
+        try:
+            return self._mailbox.put(Frame(self.name, seq, now, image), session.cancel)
+        finally:
+            # Time spent waiting for the consumer (block policy) never counts as a stall.
+            session.last_progress_s += self._clock() - now
+            session.in_put = False
