@@ -22,7 +22,7 @@ CONFIG ?= configs/demo.yaml
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help setup system assets run test lint format bench soak clean distclean
+.PHONY: help setup system assets run test lint format bench bench-smoke soak clean distclean
 
 help:
 	@echo "make run     set up, then start the daemon on $(CONFIG)"
@@ -30,7 +30,8 @@ help:
 	@echo "make setup   system packages (as root), $(VENV), assets"
 	@echo "make lint    ruff check, ruff format --check, mypy"
 	@echo "make format  apply ruff fixes and formatting"
-	@echo "make bench   vidpipe bench \$$BENCH_ARGS"
+	@echo "make bench   the full benchmark into benchmarks/results (\$$BENCH_ARGS overrides)"
+	@echo "make bench-smoke  a 20 s benchmark into var/bench-smoke"
 	@echo "make soak    the long soak tests (pytest -m soak)"
 	@echo "make clean   caches and build outputs; distclean also removes $(VENV)"
 
@@ -66,8 +67,19 @@ format: $(INSTALLED)
 test: setup lint
 	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m pytest -m "not soak and not gpu" $(PYTEST_ARGS)
 
+# The bench extra's tools, installed here rather than by `pip install .[bench]`:
+# openvino-model-api pins opencv-python-headless~=4.0, so its dependencies would replace the
+# OpenCV 5 the daemon is built and measured on; it needs none beyond numpy and pillow.
+BENCH_PIP := $(PY) -m pip install -q 'matplotlib>=3.8' && \
+	$(PY) -m pip install -q --no-deps 'openvino-model-api>=0.4.7'
+
 bench: setup
-	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe bench $(BENCH_ARGS)
+	$(BENCH_PIP)
+	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe bench --suite full --out benchmarks/results $(BENCH_ARGS)
+
+bench-smoke: setup
+	$(BENCH_PIP)
+	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe bench --suite smoke --out var/bench-smoke $(BENCH_ARGS)
 
 soak: setup
 	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m pytest -m soak $(PYTEST_ARGS)

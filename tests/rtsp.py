@@ -11,9 +11,11 @@ freeze and thaw it to play camera failures::
         server.kill()     # SIGKILL: connections reset
         server.restart()  # same port
 
-No server outlives its test: ``stop()`` (also on ``__exit__``) kills the process and reaps
-it, and the server itself exits when its stdin (a pipe held by this process) closes, which
-also covers a test process that dies without cleaning up.
+No server outlives its test: ``stop()`` (also on ``__exit__``) ends the process and reaps it;
+the server also exits when its stdin (a pipe held by this process) closes, and the kernel
+kills it (PR_SET_PDEATHSIG) when the thread that started it ends, frozen or not. So start
+servers from the test's own thread (fixtures and test functions do), not from a short-lived
+helper thread.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class RtspServer:
         if self._proc is not None:
             raise RuntimeError("server already running")
         cmd = [SYSTEM_PYTHON, str(SERVER_SCRIPT), "--videos", str(self.videos)]
-        cmd += ["--port", str(self.port)]
+        cmd += ["--port", str(self.port), "--parent-pid", str(os.getpid())]
         if self.loop:
             cmd.append("--loop")
         if self.user is not None:
@@ -115,7 +117,7 @@ class RtspServer:
         try:
             self.port = self._wait_ready()
         except BaseException:
-            self.stop()
+            self.kill()
             raise
         return self
 
@@ -137,7 +139,7 @@ class RtspServer:
         if len(parts) == 2 and parts[0] == "READY":
             return int(parts[1])
         err = self.stderr_text()
-        self.stop()
+        self.kill()
         raise RtspServerError(f"RTSP server did not start (got {line!r}): {err[-2000:]}")
 
     def stderr_text(self) -> str:
@@ -147,23 +149,33 @@ class RtspServer:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
-    def stop(self) -> None:
-        """Kill the server (if running) and reap it. Idempotent."""
+    def stop(self, grace_s: float = 3.0) -> None:
+        """End the server (SIGTERM, then SIGKILL after ``grace_s``) and reap it. Idempotent."""
+        self._end(grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL the server: every client connection is reset. The port stays ``port``."""
+        self._end(0.0)
+
+    def _end(self, grace_s: float) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)  # a frozen process cannot act on SIGTERM
-            proc.kill()
+            if grace_s > 0:
+                proc.terminate()
+                try:
+                    proc.wait(grace_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            else:
+                proc.kill()
         proc.communicate(timeout=10)  # reaps it and closes the pipes
-
-    def kill(self) -> None:
-        """SIGKILL the server: every client connection is reset. The port stays ``port``."""
-        self.stop()
 
     def restart(self) -> None:
         """Start the server again on the same port (after ``kill``; kills a running one)."""
-        self.stop()
+        self.kill()
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             try:

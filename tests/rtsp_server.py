@@ -11,12 +11,16 @@ long tests never see the end of the stream. With ``--user``/``--password`` every
 needs RTSP basic authentication.
 
 When it serves, it prints ``READY <port>`` on stdout. It exits on SIGTERM, SIGINT or when its
-stdin reaches end of file (the parent died), so it never outlives the test that started it.
+stdin reaches end of file (the parent died), and with ``--parent-pid`` the kernel kills it when
+its parent dies even while it is frozen by SIGSTOP, so it never outlives the test that started
+it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import os
 import signal
 import sys
 import threading
@@ -131,6 +135,17 @@ def _make_auth(user: str, password: str) -> GstRtspServer.RTSPAuth:
     return auth
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL us when the parent dies (Linux), even while we are stopped by SIGSTOP."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the stdin watch still ends us, unless frozen
+    if os.getppid() != parent_pid:
+        sys.exit(1)  # the parent died before prctl took effect
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -138,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--user", help="require RTSP basic auth with this user")
     parser.add_argument("--password", help="password for --user")
     parser.add_argument("--loop", action="store_true", help="each clip loops forever")
+    parser.add_argument("--parent-pid", type=int, help="exit when this process (our parent) dies")
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        _die_with_parent(args.parent_pid)
     if (args.user is None) != (args.password is None):
         parser.error("--user and --password go together")
 

@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iou-threshold", type=float)
     p.add_argument("inputs", nargs="+")
     p.set_defaults(func=cmd_detect)
+    from vidpipe.bench.cli import add_parser  # light: the harness itself is imported on use
+
+    add_parser(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ small so that the whole file runs in well under a minute and a half.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -86,7 +87,7 @@ class StateLog:
 
     def assert_legal(self) -> None:
         states = self.states()
-        for old, new in zip(states, states[1:], strict=False):
+        for old, new in itertools.pairwise(states):
             assert new in ALLOWED_TRANSITIONS[old], f"{old.name} -> {new.name} in {states}"
 
 
@@ -345,7 +346,7 @@ def test_detect_fps_decimates_an_unpaced_file_by_media_time(
     decimated = rig.value("vidpipe_frames_dropped_total", camera="cam", reason="decimated")
     assert decimated == decoded - forwarded
     assert rig.value("vidpipe_frames_captured_total", camera="cam") == decoded
-    gaps = {b.seq - a.seq for a, b in zip(frames, frames[1:], strict=False)}
+    gaps = {b.seq - a.seq for a, b in itertools.pairwise(frames)}
     assert gaps <= {2, 3, 4}  # evenly spread, not bursts
 
 
@@ -389,7 +390,7 @@ def test_rtsp_camera_streams_and_wrong_password_backs_off(
     caplog.set_level(logging.INFO, logger="vidpipe")
     secret = "pa:ss@w0rd"
     with RtspServer(videos, user="viewer", password=secret) as server:
-        good, good_states = rig.worker("walkway", server.url(PERSON, "viewer", secret), "newest")
+        good, _ = rig.worker("walkway", server.url(PERSON, "viewer", secret), "newest")
         bad, bad_states = rig.worker("intruder", server.url(PERSON, "viewer", "nope1234"), "newest")
         good.start()
         bad.start()
@@ -507,7 +508,7 @@ def test_wrong_port_backoff_grows_exponentially_and_is_capped(
     changes = states.changes
     waits = [
         b[0] - a[0]
-        for a, b in zip(changes, changes[1:], strict=False)
+        for a, b in itertools.pairwise(changes)
         if a[1] is S.BACKOFF and b[1] is S.CONNECTING
     ]
     assert len(waits) >= 6

@@ -58,13 +58,10 @@ class LoopingReader:
         self._cap.release()
 
 
-def start_camera_threads(
-    n: int, body: Callable[[int], None], name: str
-) -> list[threading.Thread]:
+def start_camera_threads(n: int, body: Callable[[int], None], name: str) -> list[threading.Thread]:
     """Start ``n`` daemon threads running ``body(camera_index)``."""
     threads = [
-        threading.Thread(target=body, args=(i,), name=f"{name}-{i}", daemon=True)
-        for i in range(n)
+        threading.Thread(target=body, args=(i,), name=f"{name}-{i}", daemon=True) for i in range(n)
     ]
     for t in threads:
         t.start()

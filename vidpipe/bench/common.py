@@ -44,6 +44,7 @@ class PointSpec:
         score_threshold: minimum detection score, every contender.
         iou_threshold: NMS IoU threshold, every contender.
         stage_frames: frames timed per stage by ``ceiling`` (decode, preprocess, postprocess).
+        detect_fps: the cameras' ``detect_fps`` (vidpipe only; density mode).
     """
 
     contender: str
@@ -60,6 +61,7 @@ class PointSpec:
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
     stage_frames: int = 300
+    detect_fps: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +86,18 @@ def cpu_s() -> float:
     return t.user + t.system
 
 
+def machine_busy_s() -> float:
+    """CPU seconds every process on the machine has spent busy (``/proc/stat``, all cores).
+
+    Busy = user + nice + system + irq + softirq + steal. Minus this process's own CPU time over
+    a window, it shows how much the rest of the machine competed with the point.
+    """
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Counters at one instant of a run."""
@@ -91,12 +105,13 @@ class Snapshot:
     t_mono: float
     t_wall: float
     cpu_s: float
+    machine_busy_s: float
     frames: int
     rss: int
 
     @classmethod
     def take(cls, frames: int) -> Snapshot:
-        return cls(time.monotonic(), time.time(), cpu_s(), frames, rss_bytes())
+        return cls(time.monotonic(), time.time(), cpu_s(), machine_busy_s(), frames, rss_bytes())
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:
@@ -148,6 +163,7 @@ class PointResult:
     frames: int = 0
     window_s: float = 0.0
     cpu_percent: float = 0.0
+    others_cpu_percent: float = 0.0
     cpu_ms_per_frame: float | None = None
     latency_ms: dict[str, float | None] = field(default_factory=dict)
     per_camera_fps: list[float] = field(default_factory=list)
@@ -197,7 +213,7 @@ def machine_info() -> dict[str, Any]:
         from importlib.metadata import version
 
         info["openvino_model_api"] = version("openvino-model-api")
-    except Exception:  # noqa: BLE001 - absent or broken metadata: recorded as not installed
+    except Exception:  # absent or broken metadata: recorded as not installed
         info["openvino_model_api"] = None
     return info
 
@@ -262,10 +278,23 @@ def resolve_clip(name: str, videos: Path, cache: Path) -> Path:
     width = (height * 16 // 9) // 2 * 2
     tmp = target.with_suffix(".part.mp4")
     cmd = [
-        ffmpeg, "-y", "-loglevel", "error", "-i", str(videos / f"{m['stem']}.mp4"),
-        "-vf", f"scale={width}:{height}", "-c:v", "libx264", "-preset", "veryfast",
-        "-pix_fmt", "yuv420p", "-an", str(tmp),
-    ]  # fmt: skip
+        ffmpeg,
+        "-y",
+        "-loglevel",
+        "error",
+        "-i",
+        str(videos / f"{m['stem']}.mp4"),
+        "-vf",
+        f"scale={width}:{height}",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-pix_fmt",
+        "yuv420p",
+        "-an",
+        str(tmp),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)

@@ -128,7 +128,7 @@ class BaselineRun:
         """Run a thread body; an exception is recorded and stops the run."""
         try:
             body(*args)
-        except Exception as exc:  # noqa: BLE001 - reported in the point's result, not lost
+        except Exception as exc:  # reported in the point's result, not lost
             log.exception("%s thread failed", self.name)
             self.errors.append(f"{type(exc).__name__}: {exc}")
             self.stop_event.set()
@@ -234,7 +234,7 @@ def model_api_unavailable() -> str | None:
     try:
         from model_api.models import YOLOX  # noqa: F401
         from model_api.pipelines import AsyncPipeline  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
+    except Exception as exc:  # any import failure means "not available"
         return f"openvino-model-api is not importable: {type(exc).__name__}: {exc}"
     return None
 
@@ -243,7 +243,7 @@ def _model_api_yolox() -> type:
     """model_api's YOLOX wrapper with the one fix it needs to run (see ``ModelApiRun``)."""
     from model_api.models import YOLOX
 
-    class _YOLOX(YOLOX):  # type: ignore[misc,valid-type]
+    class _YOLOX(YOLOX):
         def preprocess(self, dict_inputs: dict, meta: dict) -> tuple[dict, dict]:
             height, width = meta["original_shape"][:2]
             meta["scale"] = min(self.w / width, self.h / height)

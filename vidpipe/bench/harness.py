@@ -50,7 +50,11 @@ class BenchOptions:
     suite: str = "full"
     contenders: tuple[str, ...] = ALL_CONTENDERS
     cameras: tuple[int, ...] = (1, 4, 8)
-    clips: tuple[str, ...] = ("car-detection.mp4", "car-detection-1080p.mp4", "bottle-detection.mp4")
+    clips: tuple[str, ...] = (
+        "car-detection.mp4",
+        "car-detection-1080p.mp4",
+        "bottle-detection.mp4",
+    )
     seconds: float = 6.0
     warmup_s: float = 2.0
     repeats: int = 2
@@ -60,6 +64,8 @@ class BenchOptions:
     assets: Path | None = None
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
+    mode: str = "throughput"  # throughput | density | both
+    density_clip: str = "car-detection.mp4"
 
 
 SUITES: dict[str, BenchOptions] = {
@@ -105,7 +111,10 @@ def prepare(options: BenchOptions) -> RunContext:
     if not model.is_file():
         raise FileNotFoundError(f"model not found: {model}")
     cache = cache_dir()
-    clips = {name: resolve_clip(name, assets / "videos", cache) for name in options.clips}
+    names = list(options.clips) if options.mode != "density" else []
+    if options.mode != "throughput" and options.density_clip not in names:
+        names.append(options.density_clip)
+    clips = {name: resolve_clip(name, assets / "videos", cache) for name in names}
     ctx = RunContext(
         options=options,
         model=model,
@@ -116,8 +125,13 @@ def prepare(options: BenchOptions) -> RunContext:
     )
     for name, path in clips.items():
         w, h, fps, frames = clip_geometry(path)
-        ctx.clip_info[name] = {"path": str(path), "width": w, "height": h, "fps": fps,
-                               "frames": frames}  # fmt: skip
+        ctx.clip_info[name] = {
+            "path": str(path),
+            "width": w,
+            "height": h,
+            "fps": fps,
+            "frames": frames,
+        }
     return ctx
 
 
@@ -130,17 +144,29 @@ def plan(ctx: RunContext) -> list[PointSpec]:
 
     def spec(contender: str, clip: str, cameras: int, repeat: int) -> PointSpec:
         return PointSpec(
-            contender=contender, clip=str(ctx.clips[clip]), clip_name=clip, cameras=cameras,
-            seconds=o.seconds, warmup_s=o.warmup_s, precision=ctx.precision,
-            model=str(ctx.model), model_ir=str(ctx.model_ir), labels=str(ctx.labels),
-            repeat=repeat, score_threshold=o.score_threshold, iou_threshold=o.iou_threshold,
+            contender=contender,
+            clip=str(ctx.clips[clip]),
+            clip_name=clip,
+            cameras=cameras,
+            seconds=o.seconds,
+            warmup_s=o.warmup_s,
+            precision=ctx.precision,
+            model=str(ctx.model),
+            model_ir=str(ctx.model_ir),
+            labels=str(ctx.labels),
+            repeat=repeat,
+            score_threshold=o.score_threshold,
+            iou_threshold=o.iou_threshold,
             stage_frames=o.stage_frames,
-        )  # fmt: skip
+        )
 
     for clip in o.clips:
         ref_repeats = list(range(o.repeats))
         # references bracket the clip's block: first half before, second half after
-        before, after = ref_repeats[: (len(ref_repeats) + 1) // 2], ref_repeats[(len(ref_repeats) + 1) // 2 :]
+        before, after = (
+            ref_repeats[: (len(ref_repeats) + 1) // 2],
+            ref_repeats[(len(ref_repeats) + 1) // 2 :],
+        )
         points += [spec(c, clip, 1, r) for r in before for c in refs]
         for n in o.cameras:
             for r in range(o.repeats):
@@ -153,21 +179,32 @@ def plan(ctx: RunContext) -> list[PointSpec]:
 def run_point(spec: PointSpec, workdir: Path, timeout_s: float) -> dict[str, Any]:
     """Run one point in a fresh process; a crash or timeout becomes an ``error`` result."""
     tag = f"{spec.contender}-{Path(spec.clip_name).stem}-{spec.cameras}-{spec.repeat}"
-    spec_file, out_file, log_file = (workdir / f"{tag}.{ext}" for ext in ("spec.json", "json", "log"))
+    spec_file, out_file, log_file = (
+        workdir / f"{tag}.{ext}" for ext in ("spec.json", "json", "log")
+    )
     spec_file.write_text(json.dumps(spec.to_dict()))
     cmd = [sys.executable, "-m", "vidpipe.bench.worker", str(spec_file), str(out_file)]
     with log_file.open("w") as log:
         try:
-            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+            subprocess.run(
+                cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+            )
         except subprocess.TimeoutExpired:
-            return {"spec": spec.to_dict(), "error": f"timed out after {timeout_s:.0f} s", "fps": 0.0}
+            return {
+                "spec": spec.to_dict(),
+                "error": f"timed out after {timeout_s:.0f} s",
+                "fps": 0.0,
+            }
     if out_file.is_file():
         result: dict[str, Any] = json.loads(out_file.read_text())
         if result.get("error"):
             result["log_tail"] = log_file.read_text()[-1500:]
         return result
-    return {"spec": spec.to_dict(), "fps": 0.0,
-            "error": "worker wrote no result: " + log_file.read_text()[-1500:]}  # fmt: skip
+    return {
+        "spec": spec.to_dict(),
+        "fps": 0.0,
+        "error": "worker wrote no result: " + log_file.read_text()[-1500:],
+    }
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -194,6 +231,7 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "fps_repeats": [round(p["fps"], 2) for p in ok],
             "cpu_percent": _median(p["cpu_percent"] for p in ok),
             "cpu_ms_per_frame": _median(p.get("cpu_ms_per_frame") for p in ok),
+            "others_cpu_percent": max((p.get("others_cpu_percent", 0.0) for p in ok), default=None),
             "latency_p50_ms": _median(p["latency_ms"].get("p50") for p in ok),
             "latency_p95_ms": _median(p["latency_ms"].get("p95") for p in ok),
             "precision": ",".join(sorted({p["precision"] for p in ok})) or None,
@@ -205,8 +243,9 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         if contender == "ceiling":
             stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
-            row["stages"] = {k: _median(s[k] for s in stages)
-                             for k in (stages[0] if stages else {})}  # fmt: skip
+            row["stages"] = {
+                k: _median(s[k] for s in stages) for k in (stages[0] if stages else {})
+            }
         rows.append(row)
     return rows
 
@@ -235,15 +274,17 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     from vidpipe.bench.contenders import model_api_unavailable
 
     model_api_status = model_api_unavailable() or "ok"
-    specs = plan(ctx)
+    specs = plan(ctx) if options.mode != "density" else []
     if model_api_status != "ok":
         say(f"model_api contender not run: {model_api_status}")
         specs = [s for s in specs if s.contender != "model_api"]
     machine = machine_info()
-    say(f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
-        f"{machine['cpu_model']} x{machine['cores']}")  # fmt: skip
+    say(
+        f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
+        f"{machine['cpu_model']} x{machine['cores']}"
+    )
     bench_app = None
-    if options.benchmark_app:
+    if options.benchmark_app and specs:
         from vidpipe.bench.reference import run_benchmark_app
 
         bench_app = run_benchmark_app(str(ctx.model), ctx.precision, max(5.0, options.seconds))
@@ -258,9 +299,16 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
             say(
                 f"[{i}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
                 f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, "
-                f"cpu {result.get('cpu_percent', 0):.0f}%, p95 {lat.get('p95') or 0:.0f} ms"
+                f"cpu {result.get('cpu_percent', 0):.0f}% "
+                f"(others {result.get('others_cpu_percent', 0):.0f}%), "
+                f"p95 {lat.get('p95') or 0:.0f} ms"
                 + (f"  ERROR {result['error']}" if result.get("error") else "")
             )
+        density = None
+        if options.mode != "throughput":
+            from vidpipe.bench.density import run_density
+
+            density = run_density(ctx, options.density_clip, run_point, say)
     rows = summarize(points)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -276,6 +324,7 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         "summary": rows,
         "references": references(rows),
         "points": points,
+        "density": density,
         "wall_s": time.monotonic() - t_start,
     }
     from vidpipe.bench.report import targets

@@ -77,7 +77,7 @@ class CeilingRun:
         try:
             while not self.stop_event.is_set():
                 self.queue.start_async(None, time.monotonic())  # blocks until a request idles
-        except Exception as exc:  # noqa: BLE001 - reported in the point's result
+        except Exception as exc:  # reported in the point's result
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             self.queue.wait_all()
@@ -139,7 +139,9 @@ def stage_costs(
                 kept.append(img)
 
     decode_ms = _cpu_ms_per(decode, n)
-    decode_thread_ms = _cpu_ms_per(lambda k: [reader.read() for _ in range(k)], 30, time.thread_time)
+    decode_thread_ms = _cpu_ms_per(
+        lambda k: [reader.read() for _ in range(k)], 30, time.thread_time
+    )
     reader.close()
 
     hwc = np.full((h, w, 3), 114, np.uint8)
@@ -166,8 +168,10 @@ def stage_costs(
         outputs.append(np.array(request.get_output_tensor(0).data[0], copy=True))
         boxes.append(lb)
     params = DecodeParams(w, h, spec.score_threshold)
-    detections = [len(postprocess([o], lb, decode_yolox, params, spec.iou_threshold))
-                  for o, lb in zip(outputs, boxes, strict=True)]  # fmt: skip
+    detections = [
+        len(postprocess([o], lb, decode_yolox, params, spec.iou_threshold))
+        for o, lb in zip(outputs, boxes, strict=True)
+    ]
 
     def post(k: int) -> None:
         for i in range(k):
@@ -210,9 +214,18 @@ def run_benchmark_app(model: str, precision: str, seconds: float) -> dict[str, A
     if exe is None:
         return {"fps": None, "command": None, "error": "benchmark_app is not installed"}
     cmd = [
-        exe, "-m", model, "-d", "CPU", "-hint", "throughput",
-        "-infer_precision", precision, "-t", str(max(1, round(seconds))),
-    ]  # fmt: skip
+        exe,
+        "-m",
+        model,
+        "-d",
+        "CPU",
+        "-hint",
+        "throughput",
+        "-infer_precision",
+        precision,
+        "-t",
+        str(max(1, round(seconds))),
+    ]
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=seconds + 120, check=False

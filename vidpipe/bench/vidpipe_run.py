@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench.common import PointSpec
+from vidpipe.metrics import DROP_REASONS
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
     """The daemon config of one point, validated like a YAML file would be."""
     from vidpipe.config import Config
 
+    is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
     data = {
         "model": {
             "path": spec.model,
@@ -43,7 +45,13 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
         "logging": {"level": "WARNING"},
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [
-            {"name": f"cam{i}", "url": spec.clip, "loop": True} for i in range(spec.cameras)
+            {
+                "name": f"cam{i}",
+                "url": spec.clip,
+                "loop": not is_stream,
+                **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
+            }
+            for i in range(spec.cameras)
         ],
     }
     return Config.model_validate(data)
@@ -94,6 +102,29 @@ class VidpipeRun:
             int(registry.get_sample_value("vidpipe_frames_inferred_total", {"camera": c.name}) or 0)
             for c in self.cfg.cameras
         ]
+
+    def camera_counters(self) -> dict[str, dict[str, float]]:
+        """Per camera: frames captured, inferred, decimated and dropped for other reasons."""
+        registry = self.daemon.metrics.registry
+        out: dict[str, dict[str, float]] = {}
+        for cam in self.cfg.cameras:
+            labels = {"camera": cam.name}
+            dropped = {
+                reason: registry.get_sample_value(
+                    "vidpipe_frames_dropped_total", {**labels, "reason": reason}
+                )
+                or 0.0
+                for reason in DROP_REASONS
+            }
+            out[cam.name] = {
+                "captured": registry.get_sample_value("vidpipe_frames_captured_total", labels)
+                or 0.0,
+                "inferred": registry.get_sample_value("vidpipe_frames_inferred_total", labels)
+                or 0.0,
+                "decimated": dropped.pop("decimated"),
+                "dropped": sum(dropped.values()),
+            }
+        return out
 
     def allocations(self) -> int | None:
         engine = self.daemon.engine

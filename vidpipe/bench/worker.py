@@ -77,14 +77,19 @@ def measure(spec: PointSpec) -> PointResult:
         contender.start()
         result.startup_s = time.monotonic() - t_build
         time.sleep(spec.warmup_s)
+        counters = getattr(contender, "camera_counters", None)
         cams0 = contender.per_camera()
         alloc0 = contender.allocations()
+        counters0 = counters() if counters else None
         s0 = Snapshot.take(contender.frames())
         time.sleep(spec.seconds)
         s1 = Snapshot.take(contender.frames())
+        counters1 = counters() if counters else None
         cams1 = contender.per_camera()
         alloc1 = contender.allocations()
         result.info = contender.info()
+        if counters0 is not None:
+            result.info["camera_counters"] = {"before": counters0, "after": counters1}
     finally:
         contender.stop()
     window = s1.t_mono - s0.t_mono
@@ -94,6 +99,8 @@ def measure(spec: PointSpec) -> PointResult:
     result.frames = frames
     result.fps = _window_rate(s0.frames, s1.frames, window)
     result.cpu_percent = 100.0 * cpu / window / cores() if window > 0 else 0.0
+    others = max(0.0, (s1.machine_busy_s - s0.machine_busy_s) - cpu)
+    result.others_cpu_percent = 100.0 * others / window / cores() if window > 0 else 0.0
     result.cpu_ms_per_frame = 1000.0 * cpu / frames if frames else None
     result.per_camera_fps = [_window_rate(a, b, window) for a, b in zip(cams0, cams1, strict=True)]
     result.rss_mb = {"start": s0.rss / _MB, "end": s1.rss / _MB}
@@ -105,7 +112,9 @@ def measure(spec: PointSpec) -> PointResult:
     if spec.contender == "ceiling":
         infer_ms = result.cpu_ms_per_frame or 0.0
         result.info["stages"] = contender.stage_costs(infer_ms)  # type: ignore[attr-defined]
-        result.info["infer_wall_ms_x_cores"] = 1000.0 * window * cores() / frames if frames else None
+        result.info["infer_wall_ms_x_cores"] = (
+            1000.0 * window * cores() / frames if frames else None
+        )
     if contender.errors:
         result.error = "; ".join(contender.errors[:5])
     close = getattr(contender, "close", None)
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = PointSpec.from_dict(json.loads(Path(args[0]).read_text()))
     try:
         result = measure(spec)
-    except Exception as exc:  # noqa: BLE001 - the harness records the failure and goes on
+    except Exception as exc:  # the harness records the failure and goes on
         log.exception("point %s failed", spec.contender)
         result = PointResult(spec=spec.to_dict(), error=f"{type(exc).__name__}: {exc}")
     Path(args[1]).write_text(json.dumps(result.to_dict(), indent=1))

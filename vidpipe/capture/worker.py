@@ -44,6 +44,15 @@ from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
 from vidpipe.types import CameraState, Frame
 
+__all__ = [
+    "ALLOWED_TRANSITIONS",
+    "CaptureWorker",
+    "IllegalTransitionError",
+    "Outcome",
+    "check_transition",
+    "configure_ffmpeg_env",
+]
+
 log = logging.getLogger(__name__)
 
 _S = CameraState
@@ -200,6 +209,8 @@ class CaptureWorker:
             True if every thread of this worker has ended.
         """
         deadline = time.monotonic() + timeout_s
+        if self._supervisor is not None:
+            self._supervisor.join(timeout_s)  # once it has ended, no reader starts any more
         for thread in list(self._threads):
             thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
@@ -291,7 +302,9 @@ class CaptureWorker:
             idle_s = session.idle_s(self._clock())
             if session.opened and idle_s > stall_s:
                 session.cancel.set()  # abandon; the reader exits when its read returns
-                return Outcome("stalled", f"no frame for {idle_s:.1f} s")
+                if not session.frames:
+                    return Outcome("no_frames", f"opened, but no frame within {idle_s:.1f} s")
+                return Outcome("stalled", f"no new frame for {idle_s:.1f} s")
             if not session.opened and idle_s > open_s + stall_s:
                 session.cancel.set()
                 return Outcome("open_failed", f"open did not return within {idle_s:.1f} s")

@@ -1,0 +1,209 @@
+"""Stream density: how many live cameras vidpipe keeps up with, with latency to spare.
+
+A local GStreamer RTSP server (``tests/rtsp.py``, run with the system Python) serves the clip
+at its native rate, looped. For a camera count N the real daemon reads N RTSP cameras of that
+stream in a fresh process (``worker``), and the trial passes when, over the window, for every
+camera:
+
+* it was read in real time: frames captured >= ``CAPTURE_SHARE`` x stream fps x window
+  (a camera that decodes too slowly loses frames before vidpipe can even count them);
+* >= 99 % of the frames due for detection were inferred:
+  ``inferred + SLACK >= 0.99 x (captured - decimated)``, ``SLACK`` covering frames still in
+  flight at the window's edges;
+* and the p95 capture-to-result latency over all cameras is <= 200 ms.
+
+The largest passing N is searched by doubling from 1, then bisecting. Run once with
+``detect_fps`` = the stream's rate (every frame) and once with ``detect_fps`` 5.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import vidpipe
+from vidpipe.bench.common import PointSpec, cores
+
+MIN_INFERRED_SHARE = 0.99
+MAX_P95_MS = 200.0
+CAPTURE_SHARE = 0.97  # one frame of slack per ~3 s window edge at 12.5 fps
+SLACK_FRAMES = 3
+MAX_CAMERAS = 64
+
+
+def load_rtsp_module() -> ModuleType:
+    """``tests/rtsp.py`` of this checkout (the server is a test fixture, not package code).
+
+    Raises:
+        RuntimeError: not running from a repository checkout.
+    """
+    path = Path(vidpipe.__file__).resolve().parent.parent / "tests" / "rtsp.py"
+    if not path.is_file():
+        raise RuntimeError(f"density mode needs the repository checkout: {path} is missing")
+    spec = importlib.util.spec_from_file_location("vidpipe_bench_rtsp", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _proc_cpu_s(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
+    """Whether one trial passes, and why not."""
+    reasons: list[str] = []
+    if result.get("error"):
+        reasons.append(f"error: {result['error']}")
+    counters = result.get("info", {}).get("camera_counters")
+    window = result.get("window_s") or 0.0
+    worst_share, worst_capture = 1.0, float("inf")
+    if not counters or window <= 0:
+        reasons.append("no camera counters")
+    else:
+        for name, after in counters["after"].items():
+            before = counters["before"][name]
+            d = {k: after[k] - before[k] for k in after}
+            capture_fps = d["captured"] / window
+            worst_capture = min(worst_capture, capture_fps)
+            due = d["captured"] - d["decimated"]
+            share = min(1.0, (d["inferred"] + SLACK_FRAMES) / due) if due > 0 else 0.0
+            worst_share = min(worst_share, share)
+            if capture_fps < CAPTURE_SHARE * stream_fps:
+                reasons.append(f"{name} captured {capture_fps:.1f} fps < stream {stream_fps:g}")
+            if share < MIN_INFERRED_SHARE:
+                reasons.append(f"{name} inferred {100 * share:.1f}% of due frames")
+    p95 = (result.get("latency_ms") or {}).get("p95")
+    if p95 is None or p95 > MAX_P95_MS:
+        reasons.append(f"p95 {p95 if p95 is None else round(p95)} ms > {MAX_P95_MS:g}")
+    return {
+        "cameras": result["spec"]["cameras"],
+        "passes": not reasons,
+        "reasons": reasons[:4],
+        "fps": result.get("fps"),
+        "cpu_percent": result.get("cpu_percent"),
+        "others_cpu_percent": result.get("others_cpu_percent"),
+        "p50_ms": (result.get("latency_ms") or {}).get("p50"),
+        "p95_ms": p95,
+        "worst_inferred_share": worst_share,
+        "worst_capture_fps": None if worst_capture == float("inf") else worst_capture,
+        "server_cpu_percent": result.get("server_cpu_percent"),
+    }
+
+
+def search(trial: Callable[[int], dict[str, Any]], max_cameras: int = MAX_CAMERAS) -> int:
+    """Largest N in 1..max_cameras for which ``trial(N)["passes"]``; 0 if even 1 fails.
+
+    Assumes that passing is monotonic in N (more cameras never make it easier).
+    """
+    good, bad = 0, max_cameras + 1
+    n = 1
+    while n < bad and n <= max_cameras:  # doubling
+        if trial(n)["passes"]:
+            good = n
+            n *= 2
+        else:
+            bad = n
+    while bad - good > 1:  # bisection
+        mid = (good + bad) // 2
+        if trial(mid)["passes"]:
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def run_density(
+    ctx: Any,
+    clip: str,
+    run_point: Callable[[PointSpec, Path, float], dict[str, Any]],
+    say: Callable[[str], None],
+    detect_rates: tuple[float | None, ...] = (None, 5.0),
+) -> dict[str, Any]:
+    """Search the largest camera count for each ``detect_fps`` (None: the stream's rate)."""
+    o = ctx.options
+    rtsp = load_rtsp_module()
+    reason = rtsp.gst_rtsp_available()
+    if reason:
+        return {"clip": clip, "error": reason, "results": []}
+    info = ctx.clip_info[clip]
+    stream_fps = float(info["fps"])
+    out: dict[str, Any] = {
+        "clip": clip,
+        "stream_fps": stream_fps,
+        "criteria": {
+            "min_inferred_share": MIN_INFERRED_SHARE,
+            "max_p95_ms": MAX_P95_MS,
+            "min_capture_share": CAPTURE_SHARE,
+            "slack_frames": SLACK_FRAMES,
+        },
+        "results": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="vidpipe-density-") as tmp:
+        served = Path(tmp) / "videos"
+        served.mkdir()
+        stem = Path(clip).stem
+        (served / f"{stem}.mp4").symlink_to(ctx.clips[clip])
+        with rtsp.RtspServer(served, loop=True) as server:
+            url = server.url(stem)
+            for rate in detect_rates:
+                trials: list[dict[str, Any]] = []
+
+                def trial(n: int, rate: float | None = rate, trials: list = trials) -> dict:
+                    spec = PointSpec(
+                        contender="vidpipe",
+                        clip=url,
+                        clip_name=clip,
+                        cameras=n,
+                        seconds=o.seconds,
+                        warmup_s=max(3.0, o.warmup_s),
+                        precision=ctx.precision,
+                        model=str(ctx.model),
+                        model_ir=str(ctx.model_ir),
+                        labels=str(ctx.labels),
+                        score_threshold=o.score_threshold,
+                        iou_threshold=o.iou_threshold,
+                        detect_fps=rate,
+                    )
+                    cpu0 = _proc_cpu_s(server.pid)
+                    result = run_point(spec, Path(tmp), o.warmup_s + o.seconds + 240)
+                    cpu1 = _proc_cpu_s(server.pid)
+                    if cpu0 is not None and cpu1 is not None and result.get("window_s"):
+                        wall = result["window_s"] + spec.warmup_s + result.get("startup_s", 0)
+                        result["server_cpu_percent"] = 100.0 * (cpu1 - cpu0) / wall / cores()
+                    verdict = judge(result, stream_fps)
+                    trials.append(verdict)
+                    say(
+                        f"density detect_fps={rate or stream_fps:g} N={n}: "
+                        f"{'pass' if verdict['passes'] else 'FAIL'} "
+                        f"p95 {verdict['p95_ms'] or 0:.0f} ms, "
+                        f"inferred {100 * verdict['worst_inferred_share']:.1f}% "
+                        + "; ".join(verdict["reasons"])
+                    )
+                    return verdict
+
+                best = search(trial)
+                out["results"].append(
+                    {
+                        "detect_fps": rate or stream_fps,
+                        "max_cameras": best,
+                        "trials": sorted(trials, key=lambda t: t["cameras"]),
+                    }
+                )
+    return out
