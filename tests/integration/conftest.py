@@ -22,7 +22,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, poll_s: float = 0.2) -> object:
+def wait_for(
+    predicate: Callable[[], object], timeout_s: float, what: str, poll_s: float = 0.2
+) -> object:
     """Poll ``predicate`` until it returns something truthy; fail with ``what`` on timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

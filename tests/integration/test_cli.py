@@ -18,7 +18,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 def vidpipe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "vidpipe.cli", *args],
-        capture_output=True, text=True, timeout=100, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=cwd,
     )
 
 
@@ -49,10 +52,14 @@ def test_detect_matches_golden(assets_dir: Path) -> None:
     names = sorted(expected)
     proc = vidpipe(
         "detect",
-        "--model", str(assets_dir / "models" / "yolox_nano.onnx"),
-        "--labels", str(assets_dir / "models" / "coco80.txt"),
-        "--score-threshold", "0.30",
-        "--iou-threshold", "0.45",
+        "--model",
+        str(assets_dir / "models" / "yolox_nano.onnx"),
+        "--labels",
+        str(assets_dir / "models" / "coco80.txt"),
+        "--score-threshold",
+        "0.30",
+        "--iou-threshold",
+        "0.45",
         *[str(images / n) for n in names],
     )
     assert proc.returncode == 0, proc.stderr

@@ -75,7 +75,9 @@ def test_two_rtsp_cameras_and_a_file(assets_dir: Path, tmp_path: Path, run_daemo
 
         def both_seen() -> bool:
             rows = read_jsonl(out)
-            return "person" in labels_seen(rows, "walkway") and "bottle" in labels_seen(rows, "belt")
+            return "person" in labels_seen(rows, "walkway") and "bottle" in labels_seen(
+                rows, "belt"
+            )
 
         wait_for(both_seen, 90, "person on walkway and bottle on belt in the JSONL sink")
         rows = read_jsonl(out)
@@ -97,7 +99,9 @@ def test_two_rtsp_cameras_and_a_file(assets_dir: Path, tmp_path: Path, run_daemo
             assert (sample(text, "vidpipe_frames_inferred_total", camera=cam) or 0) > 0
         assert sample(text, "vidpipe_camera_up", camera="walkway") == 1
         assert sample(text, "vidpipe_camera_state", camera="belt", state="streaming") == 1
-        assert (sample(text, "vidpipe_detections_total", camera="walkway", **{"class": "person"}) or 0) > 0
+        assert (
+            sample(text, "vidpipe_detections_total", camera="walkway", **{"class": "person"}) or 0
+        ) > 0
         assert sample(text, "vidpipe_pool_size") >= 1
         latency_count = sample(text, "vidpipe_end_to_end_latency_seconds_count", camera="belt")
         assert latency_count and latency_count > 0

@@ -224,3 +224,11 @@ class OpenVINOBackend:
             self._closed = True
         if not self.drain(5.0):
             log.warning("closing with %d inference requests still running", self.in_flight())
+            return  # leave the queue alive rather than destroy requests that still run
+        # Our bookkeeping ends inside the callback, before the request is back in the idle
+        # pool; destroying the queue then aborts the process (std::terminate). wait_all()
+        # returns once every request is really idle.
+        try:
+            self._queue.wait_all()
+        except Exception as exc:
+            log.error("inference error at shutdown: %s", str(exc).strip().splitlines()[:1])
