@@ -169,7 +169,7 @@ def _density(doc: dict[str, Any]) -> list[str]:
     c = dens["criteria"]
     lines += [
         f"{dens['clip']} served by a local GStreamer RTSP server at {dens['stream_fps']:g} fps, "
-        f"looped; every camera reads the same stream. A camera count passes when every camera "
+        f"looped, one mount per camera. A camera count passes when every camera "
         f"is read in real time (>= {100 * c['min_capture_share']:g}% of the stream rate), "
         f">= {100 * c['min_inferred_share']:g}% of its frames due for detection are inferred, "
         f"and the p95 capture-to-result latency is <= {c['max_p95_ms']:g} ms.",

@@ -47,7 +47,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
         "cameras": [
             {
                 "name": f"cam{i}",
-                "url": spec.clip,
+                "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
                 "loop": not is_stream,
                 **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
             }
@@ -102,6 +102,10 @@ class VidpipeRun:
             int(registry.get_sample_value("vidpipe_frames_inferred_total", {"camera": c.name}) or 0)
             for c in self.cfg.cameras
         ]
+
+    def ready(self) -> bool:
+        """Every camera has delivered a frame (the window must not include connecting)."""
+        return all(c["captured"] > 0 for c in self.camera_counters().values())
 
     def camera_counters(self) -> dict[str, dict[str, float]]:
         """Per camera: frames captured, inferred, decimated and dropped for other reasons."""

@@ -29,6 +29,7 @@ from vidpipe.bench.common import (
 log = logging.getLogger("vidpipe.bench.worker")
 
 _MB = 1024.0 * 1024.0
+READY_TIMEOUT_S = 30.0
 
 
 class Contender(Protocol):
@@ -64,6 +65,16 @@ def make_contender(spec: PointSpec) -> Contender:
     return BASELINES[spec.contender](spec)
 
 
+def _wait_ready(contender: Contender, timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Wait until every camera delivers (RTSP cameras connect one by one) before warming up."""
+    ready = getattr(contender, "ready", None)
+    if ready is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _window_rate(n0: int, n1: int, window_s: float) -> float:
     return (n1 - n0) / window_s if window_s > 0 else 0.0
 
@@ -75,6 +86,7 @@ def measure(spec: PointSpec) -> PointResult:
     contender = make_contender(spec)
     try:
         contender.start()
+        _wait_ready(contender)
         result.startup_s = time.monotonic() - t_build
         time.sleep(spec.warmup_s)
         counters = getattr(contender, "camera_counters", None)

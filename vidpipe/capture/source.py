@@ -37,6 +37,9 @@ def configure_ffmpeg_env() -> None:
     any capture opens.
     """
     with _env_lock:
+        # OpenCV's own WARN lines repeat FFmpeg's reason once more per failed open; errors stay.
+        # Never raise it to INFO: at INFO OpenCV prints full URLs, credentials included.
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
         current = os.environ.get(FFMPEG_OPTIONS_ENV, "")
         options = [opt for opt in current.split("|") if opt]
         if any(opt.split(";", 1)[0] == "rtsp_transport" for opt in options):
