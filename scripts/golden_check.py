@@ -20,10 +20,11 @@ import openvino as ov
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.golden import load_expected, match_golden  # noqa: E402
-from vidpipe.postprocess.decode import DECODERS, DecodeParams  # noqa: E402
-from vidpipe.postprocess.pipeline import postprocess  # noqa: E402
-from vidpipe.preprocess.letterbox import letterbox  # noqa: E402
+from tests.golden import load_expected, match_golden
+
+from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.postprocess.pipeline import postprocess
+from vidpipe.preprocess.letterbox import letterbox
 
 
 def main() -> int:
