@@ -9,6 +9,7 @@ Modules:
 * ``vidpipe_run``: the real daemon, configured like a user would.
 * ``worker``: runs ONE point in a fresh process and writes its result as JSON.
 * ``harness``: the plan (suites, alternating repeats) and the child processes.
+* ``density``: live RTSP cameras: the largest camera count vidpipe keeps up with.
 * ``report``: the Markdown table, the target ratios and the PNG plot.
 * ``cli``: the ``vidpipe bench`` subcommand.
 

@@ -86,6 +86,41 @@ def cpu_s() -> float:
     return t.user + t.system
 
 
+def thread_cpu_s() -> dict[int, float]:
+    """CPU seconds of every thread of this process, by native thread id."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tck
+    return out
+
+
+def thread_groups() -> dict[int, str]:
+    """Native thread id -> Python thread name with digits folded (``capture-camN``)."""
+    return {
+        t.native_id: re.sub(r"\d+", "N", t.name)
+        for t in threading.enumerate()
+        if t.native_id is not None
+    }
+
+
+def thread_cpu_percent(
+    before: dict[int, float], after: dict[int, float], window_s: float
+) -> dict[str, float]:
+    """CPU % of one core per Python thread group over a window; other threads are native."""
+    names = thread_groups()
+    out: dict[str, float] = {}
+    for tid, cpu in after.items():
+        group = names.get(tid, "native (OpenVINO, FFmpeg, ...)")
+        out[group] = out.get(group, 0.0) + 100.0 * (cpu - before.get(tid, 0.0)) / window_s
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def machine_busy_s() -> float:
     """CPU seconds every process on the machine has spent busy (``/proc/stat``, all cores).
 

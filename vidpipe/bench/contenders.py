@@ -150,6 +150,11 @@ class NaiveRun(BaselineRun):
         self.compiled = compiled
         self.details = {**describe_compiled(compiled, "THROUGHPUT"), "requests": self.spec.cameras}
         self.precision = self.details["precision"]
+        # One inference on this thread first: when several threads make their first
+        # ``infer()`` with numpy inputs at the same moment, openvino 2026.4's bindings can
+        # deadlock (one thread waits on a C++ static-initialisation guard holding the GIL,
+        # the initialising thread waits for the GIL). Seen once in 8-camera runs.
+        compiled.create_infer_request().infer({0: np.zeros((1, 3, self.h, self.w), np.float32)})
         self.threads = start_camera_threads(
             self.spec.cameras, lambda i: self.guarded(self._camera, i), "naive"
         )

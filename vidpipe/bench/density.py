@@ -104,6 +104,7 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
         "worst_inferred_share": worst_share,
         "worst_capture_fps": None if worst_capture == float("inf") else worst_capture,
         "server_cpu_percent": result.get("server_cpu_percent"),
+        "drops": result.get("info", {}).get("drops"),
     }
 
 

@@ -55,7 +55,7 @@ class BenchOptions:
         "car-detection-1080p.mp4",
         "bottle-detection.mp4",
     )
-    seconds: float = 6.0
+    seconds: float = 5.0
     warmup_s: float = 2.0
     repeats: int = 2
     precision: str | None = None
@@ -241,6 +241,9 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "min_camera_fps": _median(min(p["per_camera_fps"]) for p in ok if p["per_camera_fps"]),
             "errors": [p["error"] for p in pts if p.get("error")],
         }
+        per_thread = [p["info"].get("thread_cpu_percent", {}) for p in ok]
+        names = sorted({g for t in per_thread for g in t})
+        row["thread_cpu_percent"] = {g: _median(t.get(g, 0.0) for t in per_thread) for g in names}
         if contender == "ceiling":
             stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
             row["stages"] = {

@@ -1,7 +1,8 @@
 """Turn a result document into the target ratios, a Markdown table and a PNG plot.
 
 ``python -m vidpipe.bench.report RESULT.json [OUT_DIR]`` regenerates the Markdown and the PNG
-from a stored result.
+from a stored result's raw points (summary, references and targets are recomputed and written
+back into the JSON).
 """
 
 from __future__ import annotations
@@ -98,19 +99,29 @@ def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     o = doc["options"]
     lines = [
-        f"# vidpipe bench: {o['suite']} suite, {doc['created']}",
+        f"# vidpipe bench: {_title(doc)}, {doc['created']}",
         "",
         f"- Machine: {m['cpu_model']}, {m['cores']} cores ({', '.join(m['isa']) or 'no AVX'}); "
         f"OpenVINO {m['openvino']}, OpenCV {m['cv2']}, Python {m['python']}",
         f"- Inference precision (every contender, set explicitly): **{doc['precision']}**",
-        f"- Points: {o['seconds']:g} s measured after {o['warmup_s']:g} s warm-up, "
-        f"{o['repeats']} repeat(s) alternated; fps = frames finished in the window / window; "
-        f"CPU % = process CPU time / window / cores; others' CPU % = the rest of the machine "
-        f"in the same window (worst repeat; > 5 means the point was disturbed); "
-        f"latency = capture to result; values are medians over the repeats",
-        f"- model_api: {doc['model_api_status']}",
-        f"- Command: `{' '.join(doc['command'])}`; total wall time {doc['wall_s'] / 60:.1f} min",
     ]
+    if measured_clips(doc):
+        lines += [
+            f"- Points: {o['seconds']:g} s measured after {o['warmup_s']:g} s warm-up, "
+            f"{o['repeats']} repeat(s) alternated; fps = frames finished in the window / window; "
+            f"CPU % = process CPU time / window / cores; others' CPU % = the rest of the machine "
+            f"in the same window (worst repeat; > 5 means the point was disturbed); "
+            f"latency = capture to result; values are medians over the repeats",
+            f"- model_api: {doc['model_api_status']}",
+        ]
+    else:
+        lines.append(
+            f"- Trials: {o['seconds']:g} s measured after {max(3.0, o['warmup_s']):g} s warm-up, "
+            f"once every camera delivers"
+        )
+    lines.append(
+        f"- Command: `{' '.join(doc['command'])}`; total wall time {doc['wall_s'] / 60:.1f} min"
+    )
     bench_app = doc.get("benchmark_app")
     if bench_app:
         lines.append(
@@ -153,6 +164,14 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _title(doc: dict[str, Any]) -> str:
+    mode = doc["options"].get("mode", "throughput")
+    if mode == "density":
+        return "stream density"
+    suite = f"{doc['options']['suite']} suite"
+    return suite if mode == "throughput" else f"{suite} and stream density"
+
+
 def measured_clips(doc: dict[str, Any]) -> list[str]:
     """Clips with throughput results, in run order."""
     seen = {r["clip"] for r in doc["summary"]}
@@ -163,7 +182,7 @@ def _density(doc: dict[str, Any]) -> list[str]:
     dens = doc.get("density")
     if not dens:
         return []
-    lines = ["## Stream density (RTSP, native rate)", ""]
+    lines = ["", "## Stream density (RTSP, native rate)", ""]
     if dens.get("error"):
         return [*lines, f"Not run: {dens['error']}", ""]
     c = dens["criteria"]
@@ -174,16 +193,27 @@ def _density(doc: dict[str, Any]) -> list[str]:
         f">= {100 * c['min_inferred_share']:g}% of its frames due for detection are inferred, "
         f"and the p95 capture-to-result latency is <= {c['max_p95_ms']:g} ms.",
         "",
-        "| detect_fps | largest N | trials (N: p95 ms, worst inferred %, CPU %) |",
-        "| ---: | ---: | --- |",
+        "| detect_fps | cameras | frames to infer per s | result | fps | p50 ms | p95 ms "
+        "| worst camera: inferred % | CPU % | others' CPU % | RTSP server CPU % |",
+        "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for res in dens["results"]:
-        trials = ", ".join(
-            f"{t['cameras']}{'' if t['passes'] else ' ✗'}: {_f(t['p95_ms'], 0)}, "
-            f"{100 * t['worst_inferred_share']:.1f}, {_f(t['cpu_percent'], 0)}"
-            for t in res["trials"]
-        )
-        lines.append(f"| {res['detect_fps']:g} | **{res['max_cameras']}** | {trials} |")
+        for t in res["trials"]:
+            verdict = "pass" if t["passes"] else "fail"
+            if t["cameras"] == res["max_cameras"]:
+                verdict = "**largest passing**"
+            lines.append(
+                f"| {res['detect_fps']:g} | {t['cameras']} | "
+                f"{t['cameras'] * res['detect_fps']:g} | {verdict} | {_f(t['fps'])} | "
+                f"{_f(t['p50_ms'], 0)} | {_f(t['p95_ms'], 0)} | "
+                f"{100 * t['worst_inferred_share']:.1f} | {_f(t['cpu_percent'], 0)} | "
+                f"{_f(t['others_cpu_percent'], 0)} | {_f(t['server_cpu_percent'], 1)} |"
+            )
+    lines.append("")
+    lines += [
+        f"Largest camera count: **{res['max_cameras']}** at detect_fps {res['detect_fps']:g}"
+        for res in dens["results"]
+    ]
     return [*lines, ""]
 
 
@@ -275,6 +305,42 @@ def _steady_state(doc: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {r['clip']} | {r['cameras']} | {grew} | {_f(r['rss_mb_start'])} | "
             f"{_f(r['rss_mb_end'])} |"
+        )
+    return [*lines, "", *_thread_table(rows)]
+
+
+_THREAD_COLUMNS = (
+    ("native", "native (OpenVINO, FFmpeg, ...)"),
+    ("capture", "capture-"),
+    ("scheduler", "vidpipe-scheduler"),
+    ("postprocess", "vidpipe-postprocess"),
+    ("sinks", "sink-"),
+)
+
+
+def _thread_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Where vidpipe's CPU goes: % of one core per thread group (native = OpenVINO etc.)."""
+    rows = [r for r in rows if r.get("thread_cpu_percent")]
+    if not rows:
+        return []
+    head = " | ".join(name for name, _ in _THREAD_COLUMNS)
+    lines = [
+        "Where vidpipe's CPU goes (% of one core, by thread; *native* is every thread Python "
+        "did not start: OpenVINO's inference threads, mostly):",
+        "",
+        f"| clip | cameras | fps | {head} | other |",
+        "| --- | ---: | ---: |" + " ---: |" * (len(_THREAD_COLUMNS) + 1),
+    ]
+    for r in rows:
+        cpu = dict(r["thread_cpu_percent"])
+        cells = []
+        for _, prefix in _THREAD_COLUMNS:
+            keys = [k for k in cpu if k.startswith(prefix)]
+            cells.append(_f(sum(cpu.pop(k) or 0.0 for k in keys), 1))
+        other = sum(v or 0.0 for v in cpu.values())
+        lines.append(
+            f"| {r['clip']} | {r['cameras']} | {_f(r['fps'])} | {' | '.join(cells)} | "
+            f"{_f(other, 1)} |"
         )
     return [*lines, ""]
 
@@ -370,10 +436,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     path = Path(args[0])
     doc = json.loads(path.read_text())
+    from vidpipe.bench.harness import references, summarize
+
+    doc["summary"] = summarize(doc["points"])  # recomputed: the report may be newer than the run
+    doc["references"] = references(doc["summary"])
     doc["targets"] = targets(doc)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
     out_dir = Path(args[1]) if len(args) == 2 else path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{path.stem}.md").write_text(markdown(doc))
+    if not measured_clips(doc):
+        return 0  # density only: nothing to plot
     reason = plot_unavailable()
     if reason:
         print(reason, file=sys.stderr)

@@ -24,6 +24,8 @@ from vidpipe.bench.common import (
     cores,
     loadavg_1m,
     percentile,
+    thread_cpu_percent,
+    thread_cpu_s,
 )
 
 log = logging.getLogger("vidpipe.bench.worker")
@@ -93,13 +95,18 @@ def measure(spec: PointSpec) -> PointResult:
         cams0 = contender.per_camera()
         alloc0 = contender.allocations()
         counters0 = counters() if counters else None
+        threads0 = thread_cpu_s()
         s0 = Snapshot.take(contender.frames())
         time.sleep(spec.seconds)
         s1 = Snapshot.take(contender.frames())
+        threads1 = thread_cpu_s()
         counters1 = counters() if counters else None
         cams1 = contender.per_camera()
         alloc1 = contender.allocations()
         result.info = contender.info()
+        result.info["thread_cpu_percent"] = thread_cpu_percent(
+            threads0, threads1, s1.t_mono - s0.t_mono
+        )
         if counters0 is not None:
             result.info["camera_counters"] = {"before": counters0, "after": counters1}
     finally:
