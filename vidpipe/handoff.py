@@ -49,6 +49,21 @@ class Mailbox:
             self._on_drop(old)
         return True
 
+    def wait_empty(self, stop: threading.Event, poll_s: float = 0.1) -> bool:
+        """Block policy: wait until the previous frame was taken, so the next one is decoded
+        only when it can be used (its capture time is then when it enters the pipeline, not a
+        frame interval earlier). Newest policy: returns at once. False if ``stop`` was set.
+        """
+        if self.policy != "block":
+            return True
+        cond = self._hub.cond
+        with cond:
+            while self._frame is not None:
+                if stop.is_set():
+                    return False
+                cond.wait(poll_s)
+        return True
+
     def take_locked(self) -> Frame | None:
         """Remove and return the frame; caller holds the hub's condition."""
         frame, self._frame = self._frame, None

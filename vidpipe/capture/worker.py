@@ -392,6 +392,8 @@ class CaptureWorker:
         self._decimator.reset()
         pass_frames = 0
         while not session.cancel.is_set():
+            if not self._wait_for_consumer(session):
+                return
             t_read = self._clock()
             ok, image = session.cap.read()
             if session.cancel.is_set():
@@ -405,6 +407,17 @@ class CaptureWorker:
             fresh = self._clock() - t_read < slow_read_s
             if not self._emit(session, image, fresh):
                 return
+
+    def _wait_for_consumer(self, session: _Session) -> bool:
+        """Files: decode the next frame only once the last one was taken (no stale frames)."""
+        t0 = self._clock()
+        session.in_put = True
+        try:
+            return self._mailbox.wait_empty(session.cancel)
+        finally:
+            # Time spent waiting for the consumer never counts as a stall.
+            session.last_progress_s += self._clock() - t0
+            session.in_put = False
 
     def _end_of_pass(self, session: _Session, pass_frames: int) -> bool:
         """``read`` returned False: finish the session, or rewind a looping file (True)."""

@@ -97,6 +97,7 @@ class OpenVINOBackend:
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         self._n_outputs = len(model.outputs)
+        self._warm_up()
         self._tensors: dict[int, ov.Tensor] = {}
         self._cond = threading.Condition()
         self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
@@ -118,6 +119,20 @@ class OpenVINOBackend:
             "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
             f"{list(self.input_spec.shape)}",
         }
+
+    def _warm_up(self) -> None:
+        """One synchronous inference, and every output tensor's buffer touched, on this thread.
+
+        The first access to ``Tensor.data`` from two completion callbacks at once was seen to
+        deadlock OpenVINO's bindings (3 hangs in 58 cold starts in the benchmark harness, none
+        after such a warm-up); it also takes the first-inference cost out of the pipeline.
+        """
+        spec = self.input_spec
+        dummy = np.full(spec.shape, 114, np.uint8 if spec.dtype == "u8" else np.float32)
+        self._queue[0].infer({0: dummy})
+        for i in range(self.capacity):
+            for j in range(self._n_outputs):
+                _ = self._queue[i].get_output_tensor(j).data
 
     def _compile(self, model: ov.Model, cfg: OpenVINOConfig, path: Path) -> ov.CompiledModel:
         props: dict[str, Any] = {"PERFORMANCE_HINT": _HINTS[cfg.hint]}
