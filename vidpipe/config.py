@@ -63,7 +63,11 @@ class OpenVINOConfig(_Model):
         "auto", description="inference precision; auto = the device's best (logged, exported)"
     )
     num_requests: int | None = Field(
-        None, ge=1, le=64, description="request pool size; default OPTIMAL_NUMBER_OF_INFER_REQUESTS"
+        None,
+        ge=1,
+        le=64,
+        description="request pool size; default 2 x OPTIMAL_NUMBER_OF_INFER_REQUESTS with the "
+        "throughput hint (twice the device's concurrency), 1 x with the latency hint",
     )
     num_streams: int | None = Field(None, ge=1, description="override NUM_STREAMS")
     preprocess_in_graph: bool = Field(
