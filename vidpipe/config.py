@@ -105,6 +105,11 @@ class CameraConfig(_Model):
     )
     url: str = Field(min_length=1, description="rtsp://, rtsps://, or a video file path")
     loop: bool = Field(False, description="for files: start again at the end")
+    realtime: bool = Field(
+        False,
+        description="for files: play at the clip's own frame rate, like a live camera (newest "
+        "frame kept, drops counted) instead of as fast as inference takes frames",
+    )
     detect_fps: float | None = Field(
         None, gt=0, description="run detection at most this often; decoding continues"
     )
@@ -131,6 +136,12 @@ class CameraConfig(_Model):
             scheme = v.split("://", 1)[0]
             raise ValueError(f"unsupported URL scheme {scheme!r}: use rtsp://, rtsps:// or a file")
         return v
+
+    @model_validator(mode="after")
+    def _realtime_for_files(self) -> CameraConfig:
+        if self.realtime and self.is_stream:
+            raise ValueError("realtime applies to files only (a live stream is real time)")
+        return self
 
     @property
     def is_stream(self) -> bool:

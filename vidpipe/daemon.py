@@ -101,7 +101,8 @@ class Daemon:
         def dropped(_frame: Frame) -> None:
             cm.drop("overwritten")
 
-        box = self.hub.add(name, "newest" if cam.is_stream else "block", dropped)
+        live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
+        box = self.hub.add(name, "newest" if live else "block", dropped)
         worker = CaptureWorker(cam, self.cfg.capture, box, cm)
         self.workers[name] = worker
         worker.start()

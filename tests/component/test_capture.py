@@ -325,6 +325,23 @@ def test_looping_file_continues_past_its_end(rig: Rig, videos: Path) -> None:
 
 
 @pytest.mark.timeout(30)
+def test_realtime_file_plays_at_its_own_rate(rig: Rig, videos: Path) -> None:
+    """``realtime: true`` paces a file like the camera it stands for (12.5 fps clip)."""
+    worker, _ = rig.worker("paced", str(videos / f"{CAR}.mp4"), "newest", realtime=True)
+    worker.start()
+    rig.collector.wait_count("paced", 1, 10)
+    time.sleep(2.0)
+    worker.stop()
+    assert worker.join(5)
+    decoded = rig.value("vidpipe_frames_captured_total", camera="paced")
+    # unpaced, this clip decodes its 377 frames in well under 2 s on this machine
+    assert 5 <= decoded <= 12.5 * 2 + 1 + 6, decoded
+    frames = rig.collector.of("paced")
+    gaps = [b.t_capture - a.t_capture for a, b in itertools.pairwise(frames)]
+    assert sorted(gaps)[len(gaps) // 2] > 0.06  # paced: frames typically 80 ms apart
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     ("clip", "detect_fps", "decoded", "forwarded"),
     [

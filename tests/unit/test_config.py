@@ -48,6 +48,7 @@ def test_minimal_config_has_defaults() -> None:
         (BASE + "inference:\n  devcie: GPU\n", ["inference.devcie", "did you mean 'device'"]),
         (BASE.replace("rtsp://10.0.0.2/stream", "http://x/y"), ["unsupported URL scheme"]),
         (BASE.replace("front", "../etc"), ["cameras[0].name", "letters, digits"]),
+        (BASE + "    realtime: true\n", ["cameras[0]", "realtime applies to files only"]),
         ("a: !!python/object/apply:os.system ['true']\n", ["not allowed"]),
         ("model: [unclosed\n", ["invalid YAML"]),
         ("", ["empty"]),

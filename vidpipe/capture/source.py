@@ -114,6 +114,33 @@ def describe(cap: Any) -> SourceInfo:
     )
 
 
+class Pacer:
+    """Plays a file at its own frame rate, as a live camera would deliver it.
+
+    Frame ``k`` of a pass is due ``k / fps`` seconds after the pass started. A reader that fell
+    more than ``max_lag_s`` behind (a slow disk, a suspended process) starts a new schedule
+    instead of bursting to catch up.
+    """
+
+    def __init__(self, max_lag_s: float = 1.0) -> None:
+        self._max_lag_s = max_lag_s
+        self._t0: float | None = None
+        self._k = 0
+
+    def reset(self) -> None:
+        self._t0 = None
+
+    def delay_s(self, now_s: float, fps: float | None) -> float:
+        """How long to wait before reading the next frame (0 when it is already due)."""
+        if not fps or fps <= 0:
+            return 0.0
+        if self._t0 is None or now_s - (self._t0 + self._k / fps) > self._max_lag_s:
+            self._t0, self._k = now_s, 0
+        due = self._t0 + self._k / fps
+        self._k += 1
+        return max(0.0, due - now_s)
+
+
 class Decimator:
     """Picks the frames that go to detection when ``detect_fps`` is set.
 

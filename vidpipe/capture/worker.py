@@ -33,6 +33,7 @@ import numpy as np
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.source import (
     Decimator,
+    Pacer,
     SourceInfo,
     configure_ffmpeg_env,
     describe,
@@ -155,6 +156,7 @@ class CaptureWorker:
         self._state_lock = threading.Lock()
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
+        self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
         self._seq = 0
         self._seq_lock = threading.Lock()
         self._supervisor: threading.Thread | None = None
@@ -391,8 +393,10 @@ class CaptureWorker:
         slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
         self._decimator.reset()
         pass_frames = 0
+        if self._pacer is not None:
+            self._pacer.reset()
         while not session.cancel.is_set():
-            if not self._wait_for_consumer(session):
+            if not self._wait_for_consumer(session) or not self._pace(session):
                 return
             t_read = self._clock()
             ok, image = session.cap.read()
@@ -407,6 +411,14 @@ class CaptureWorker:
             fresh = self._clock() - t_read < slow_read_s
             if not self._emit(session, image, fresh):
                 return
+
+    def _pace(self, session: _Session) -> bool:
+        """``realtime`` files: wait until the next frame is due; False if cancelled."""
+        if self._pacer is None:
+            return True
+        fps = session.info.fps if session.info else None
+        delay_s = self._pacer.delay_s(self._clock(), fps)
+        return not (delay_s > 0 and session.cancel.wait(delay_s))
 
     def _wait_for_consumer(self, session: _Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""
