@@ -137,16 +137,21 @@ def _frames(path: Path) -> Iterator[tuple[int, np.ndarray]]:
         cap.release()
 
 
-def _detect_config(args: argparse.Namespace) -> Config:
-    if args.config:
-        cfg = _load(args.config)
-    else:
-        from vidpipe.assets import default_assets_dir
+def _default_model(args: argparse.Namespace) -> ModelConfig:
+    """Without --config: a YOLOX model, from --model/--labels or the assets directory."""
+    if args.model and args.labels:
+        return ModelConfig(path=Path(args.model), labels=Path(args.labels))
+    from vidpipe.assets import default_assets_dir
 
-        assets = None if (args.model and args.labels) else default_assets_dir()
-        model = Path(args.model) if args.model else assets / "models" / "yolox_nano.onnx"  # type: ignore[operator]
-        labels = Path(args.labels) if args.labels else assets / "models" / "coco80.txt"  # type: ignore[operator]
-        cfg = Config(model=ModelConfig(path=model, labels=labels))
+    models = default_assets_dir() / "models"
+    return ModelConfig(
+        path=Path(args.model) if args.model else models / "yolox_nano.onnx",
+        labels=Path(args.labels) if args.labels else models / "coco80.txt",
+    )
+
+
+def _detect_config(args: argparse.Namespace) -> Config:
+    cfg = _load(args.config) if args.config else Config(model=_default_model(args))
     updates = {}
     if args.score_threshold is not None:
         updates["score_threshold"] = args.score_threshold
