@@ -20,6 +20,7 @@ designs differ only in how frames reach the inference device:
 
 from __future__ import annotations
 
+import abc
 import logging
 import queue
 import threading
@@ -82,14 +83,14 @@ def describe_compiled(compiled: Any, hint: str) -> dict[str, Any]:
     }
 
 
-class BaselineRun:
+class BaselineRun(abc.ABC):
     """Camera threads, a stop event, a result log, and errors collected from every thread."""
 
     name = "baseline"
 
-    def __init__(self, spec: PointSpec) -> None:
+    def __init__(self, spec: PointSpec, cameras: int | None = None) -> None:
         self.spec = spec
-        self.log = ResultLog(spec.cameras)
+        self.log = ResultLog(spec.cameras if cameras is None else cameras)
         self.stop_event = threading.Event()
         self.errors: list[str] = []
         self.threads: list[threading.Thread] = []
@@ -113,8 +114,9 @@ class BaselineRun:
         return dict(self.details)
 
     # --- lifecycle
+    @abc.abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Build the contender and start its threads (appended to ``self.threads``)."""
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self.stop_event.set()

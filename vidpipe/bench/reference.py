@@ -26,26 +26,20 @@ from typing import Any
 import numpy as np
 
 from vidpipe.bench.capture import LoopingReader
-from vidpipe.bench.common import PointSpec, ResultLog, cores
-from vidpipe.bench.contenders import compile_model, describe_compiled
+from vidpipe.bench.common import PointSpec, cores
+from vidpipe.bench.contenders import BaselineRun, compile_model, describe_compiled
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
 
 
-class CeilingRun:
+class CeilingRun(BaselineRun):
     """Inference only, every request always busy, inputs preallocated."""
 
     name = "ceiling"
 
     def __init__(self, spec: PointSpec) -> None:
-        self.spec = spec
-        self.log = ResultLog(1)
-        self.stop_event = threading.Event()
-        self.errors: list[str] = []
-        self.details: dict[str, Any] = {}
-        self.precision = spec.precision
-        self._thread: threading.Thread | None = None
+        super().__init__(spec, cameras=1)
 
     def start(self) -> None:
         import openvino as ov
@@ -67,8 +61,9 @@ class CeilingRun:
             self._inputs.append(hwc)
             self.queue[i].set_input_tensor(ov.Tensor(hwc[np.newaxis], shared_memory=True))
         self.queue.set_callback(self._on_done)
-        self._thread = threading.Thread(target=self._submit, name="ceiling", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._submit, name="ceiling", daemon=True)
+        self.threads.append(thread)
+        thread.start()
 
     def _on_done(self, _request: Any, t_submit: float) -> None:
         self.log.record(0, t_submit)  # latency here = submit to completion
@@ -81,26 +76,6 @@ class CeilingRun:
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             self.queue.wait_all()
-
-    def frames(self) -> int:
-        return self.log.frames
-
-    def per_camera(self) -> list[int]:
-        return list(self.log.per_camera)
-
-    def latencies_ms(self, t0_mono: float, t1_mono: float, _t0: float, _t1: float) -> list[float]:
-        return self.log.latencies_ms(t0_mono, t1_mono)
-
-    def allocations(self) -> int | None:
-        return None
-
-    def info(self) -> dict[str, Any]:
-        return dict(self.details)
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self.stop_event.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
 
     def stage_costs(self, infer_cpu_ms: float) -> dict[str, Any]:
         """Per-stage CPU ms per frame for this clip (run after ``stop``)."""
