@@ -15,11 +15,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: vidpipe with one setting changed, for A/B runs of a default (never in the default suite):
+#: contender name -> ``inference`` section overrides.
+VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
+    "vidpipe-2req": {"num_requests": 2},  # OPTIMAL_NUMBER_OF_INFER_REQUESTS on 2 cores
+    "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
+}
 #: Contenders measured per camera count, in their default order.
-PIPELINES: tuple[str, ...] = ("naive", "single", "model_api", "vidpipe")
+PIPELINES: tuple[str, ...] = ("naive", "single", "model_api", "vidpipe", *VIDPIPE_VARIANTS)
 #: Contenders measured once per clip (no cameras): inference ceiling and stage costs.
 REFERENCES: tuple[str, ...] = ("ceiling",)
 ALL_CONTENDERS: tuple[str, ...] = REFERENCES + PIPELINES
+#: What a run measures unless ``--contenders`` says otherwise.
+DEFAULT_CONTENDERS: tuple[str, ...] = tuple(c for c in ALL_CONTENDERS if c not in VIDPIPE_VARIANTS)
 
 _DERIVED = re.compile(r"^(?P<stem>.+)-(?P<height>\d{3,4})p\.mp4$")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench.common import (
-    ALL_CONTENDERS,
+    DEFAULT_CONTENDERS,
     PIPELINES,
     REFERENCES,
     PointSpec,
@@ -48,7 +48,7 @@ class BenchOptions:
     """Everything a run needs; ``SUITES`` gives the defaults."""
 
     suite: str = "full"
-    contenders: tuple[str, ...] = ALL_CONTENDERS
+    contenders: tuple[str, ...] = DEFAULT_CONTENDERS
     cameras: tuple[int, ...] = (1, 4, 8)
     clips: tuple[str, ...] = (
         "car-detection.mp4",

@@ -29,6 +29,8 @@ LABELS = {
     "single": "single-detector (Frigate design)",
     "model_api": "model_api AsyncPipeline",
     "vidpipe": "vidpipe daemon",
+    "vidpipe-2req": "vidpipe, 2 requests (A/B)",
+    "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
 }
 
 

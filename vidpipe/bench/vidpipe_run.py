@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import PointSpec
+from vidpipe.bench.common import VIDPIPE_VARIANTS, PointSpec
 from vidpipe.metrics import DROP_REASONS
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
             "device": "CPU",
             "hint": "throughput",
             "precision": spec.precision,
+            **VIDPIPE_VARIANTS.get(spec.contender, {}),
         },
         "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
         "logging": {"level": "WARNING"},

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vidpipe.bench.common import (
+    VIDPIPE_VARIANTS,
     PointResult,
     PointSpec,
     Snapshot,
@@ -52,7 +53,7 @@ class Contender(Protocol):
 
 def make_contender(spec: PointSpec) -> Contender:
     """The contender object named by ``spec.contender``."""
-    if spec.contender == "vidpipe":
+    if spec.contender == "vidpipe" or spec.contender in VIDPIPE_VARIANTS:
         from vidpipe.bench.vidpipe_run import VidpipeRun
 
         return VidpipeRun(spec)

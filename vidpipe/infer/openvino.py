@@ -94,9 +94,10 @@ class OpenVINOBackend:
         self._compiled = self._compile(model, cfg, model_path)
         optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         # The design rule: about twice the device's concurrency, so every stream has its next
-        # request queued when one finishes. Measured on 2 cores (4 and 8 file cameras): 4
-        # requests ran 1.5-6 % faster than OPTIMAL_NUMBER_OF_INFER_REQUESTS (2) and reached
-        # 99.5 % CPU instead of 98 %. Under the latency hint more requests only add queueing.
+        # request queued when one finishes. `vidpipe bench` A/B on 2 cores
+        # (benchmarks/results/ab-vidpipe-defaults.md): 4 requests vs 2 gave +1.6 % fps at 4
+        # cameras and a tie at 8, 100 % CPU instead of 98 %, and about +60 ms p50 latency.
+        # Under the latency hint more requests would only add queueing.
         self.capacity = cfg.num_requests or (2 * optimal if cfg.hint == "throughput" else optimal)
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
