@@ -53,17 +53,13 @@ def setup_logging(cfg: LoggingConfig) -> None:
     root.setLevel(cfg.level)
 
 
-def _load(path: str) -> Config:
-    return load_config(path)
-
-
 # ---------------------------------------------------------------------------------- run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vidpipe.daemon import run
 
-    cfg = _load(args.config)
+    cfg = load_config(args.config)
     setup_logging(cfg.logging)
     redactor = redact.StderrRedactor()  # FFmpeg writes to fd 2 directly
     try:
@@ -99,7 +95,7 @@ def check_config(cfg: Config) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    cfg = _load(args.config)
+    cfg = load_config(args.config)
     problems = check_config(cfg)
     if problems:
         print(f"{args.config}: {len(problems)} problem(s)", file=sys.stderr)
@@ -151,7 +147,7 @@ def _default_model(args: argparse.Namespace) -> ModelConfig:
 
 
 def _detect_config(args: argparse.Namespace) -> Config:
-    cfg = _load(args.config) if args.config else Config(model=_default_model(args))
+    cfg = load_config(args.config) if args.config else Config(model=_default_model(args))
     updates = {}
     if args.score_threshold is not None:
         updates["score_threshold"] = args.score_threshold

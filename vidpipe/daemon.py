@@ -10,6 +10,7 @@ finish every frame already submitted, flush the sinks, close the backend.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -117,8 +118,6 @@ class Daemon:
             if self._signals > 1:
                 log.warning("second %s: exiting now", signal.Signals(signum).name)
                 logging.shutdown()
-                import os
-
                 os._exit(1)
             log.info("%s received: shutting down", signal.Signals(signum).name)
             self.stop_event.set()

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import InferenceBackend
@@ -33,6 +34,7 @@ from vidpipe.types import Completion, Frame, FrameResult, Letterbox
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.05
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +144,7 @@ class Engine:
         """
         stop = stop or self._stop
         cam = self.metrics.camera(frame.camera)
-        buf = self._acquire_buffer(stop)
+        buf = self._wait(lambda: self.pool.acquire(_POLL_S), stop)
         if buf is None:
             cam.drop("shutdown")
             return False
@@ -163,18 +165,21 @@ class Engine:
         with self._idle:
             self._unfinished += 1
             self.submitted += 1
-        ticket = _Ticket(frame, lb, buf, now)
-        self.backend.submit(buf.tensor, buf.index, ticket, self._on_done)
+        try:
+            self.backend.submit(buf.tensor, buf.index, _Ticket(frame, lb, buf, now), self._on_done)
+        except BaseException:
+            # Refused before it was queued (e.g. a closed backend): no completion will come.
+            self._release(buf)
+            with self._idle:
+                self._unfinished -= 1
+                self.submitted -= 1
+                self._idle.notify_all()
+            raise
         return True
 
-    def _acquire_buffer(self, stop: threading.Event) -> InputBuffer | None:
-        while True:
-            buf = self.pool.acquire(_POLL_S)
-            if buf is not None or stop.is_set():
-                return buf
-
     @staticmethod
-    def _wait(attempt: Callable[[], object], stop: threading.Event) -> object | None:
+    def _wait(attempt: Callable[[], _T | None], stop: threading.Event) -> _T | None:
+        """Retry a short blocking ``attempt`` until it yields something or ``stop`` is set."""
         while True:
             got = attempt()
             if got:

@@ -135,6 +135,9 @@ class Metrics:
 
     def camera(self, name: str) -> CameraMetrics:
         """Bound children for one camera (created once, then cached)."""
+        cm = self._cameras.get(name)  # hot path: a plain dict read, no lock
+        if cm is not None:
+            return cm
         with self._lock:
             cm = self._cameras.get(name)
             if cm is None:

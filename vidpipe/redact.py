@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 import urllib.parse
 from typing import TextIO
 
@@ -75,8 +76,6 @@ class RedactingFilter(logging.Filter):
         record.msg = redact_text(msg)
         record.args = None
         if record.exc_info and record.exc_info[1] is not None:
-            import traceback
-
             record.exc_text = redact_text("".join(traceback.format_exception(*record.exc_info)))
             record.exc_info = None
         return True

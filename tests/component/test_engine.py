@@ -164,3 +164,19 @@ def test_rejected_request_is_reported_in_the_completion(backend_factory) -> None
     assert backend.drain(5)
     assert len(got) == 1 and got[0].error is not None and got[0].outputs is None
     assert backend.in_flight() == 0
+
+
+def test_refused_submit_leaves_nothing_pending(backend_factory, assets_dir, image) -> None:
+    """A submit the backend refuses outright (closed) frees its buffer and never blocks drain."""
+    from vidpipe.infer.base import BackendError
+
+    backend = backend_factory()
+    engine, _ = make_engine(backend, assets_dir, lambda r: None)
+    engine.start()
+    backend.close()
+    with pytest.raises(BackendError, match="closed"):
+        engine.submit(Frame("cam", 0, time.monotonic(), image))
+    assert engine.drain(1.0)
+    assert engine.submitted == 0
+    assert engine.pool.free_count == len(engine.pool.buffers)
+    engine.close(2)

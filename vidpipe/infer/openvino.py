@@ -34,14 +34,19 @@ log = logging.getLogger(__name__)
 _HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
 
 
+def _first_line(exc: BaseException) -> str:
+    """OpenVINO's exception texts run to dozens of lines; the first says what went wrong."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _read_model(core: ov.Core, path: Path) -> ov.Model:
     if not path.is_file():
         raise BackendError(f"model file not found: {path}")
     try:
         return core.read_model(str(path))
     except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long texts
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BackendError(f"cannot read model {path}: {first}") from None
+        raise BackendError(f"cannot read model {path}: {_first_line(exc)}") from None
 
 
 def _input_layout(shape: list[int], path: Path) -> str:
@@ -148,10 +153,8 @@ class OpenVINOBackend:
         try:
             return self._core.compile_model(model, cfg.device, props)
         except Exception as exc:
-            text = str(exc).strip().splitlines()
             raise BackendError(
-                f"cannot compile {path} for device {cfg.device!r} with {props}: "
-                f"{text[0] if text else type(exc).__name__}"
+                f"cannot compile {path} for device {cfg.device!r} with {props}: {_first_line(exc)}"
             ) from None
 
     # ------------------------------------------------------------------ submission
@@ -185,7 +188,7 @@ class OpenVINOBackend:
             self._reclaim_failed(exc, sub_id)
 
     def _reclaim_failed(self, exc: Exception, sub_id: int) -> None:
-        log.error("inference request failed: %s", str(exc).strip().splitlines()[:1])
+        log.error("inference request failed: %s", _first_line(exc))
         idle = self._idle_submissions()
         idle.add(sub_id)
         for sid in idle:
@@ -251,4 +254,4 @@ class OpenVINOBackend:
         try:
             self._queue.wait_all()
         except Exception as exc:
-            log.error("inference error at shutdown: %s", str(exc).strip().splitlines()[:1])
+            log.error("inference error at shutdown: %s", _first_line(exc))

@@ -9,7 +9,7 @@ ever created so tests and the benchmark can check that.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -32,14 +32,12 @@ class InputBuffer:
     index: int
     hwc: npt.NDArray[np.uint8]
     tensor: np.ndarray
-    letterbox: Letterbox | None = field(default=None)
 
     def fill(self, image: npt.NDArray[np.uint8]) -> Letterbox:
         """Letterbox ``image`` into this buffer and convert it to the tensor layout."""
         lb = letterbox_into(image, self.hwc)
-        if self.tensor.base is not self.hwc and self.tensor.dtype == np.float32:
+        if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
             hwc_to_chw_float(self.hwc, self.tensor[0])
-        self.letterbox = lb
         return lb
 
 
