@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vidpipe import redact
+from vidpipe.track.config import LineConfig, TrackingConfig, ZoneConfig, check_scene
 
 
 class ConfigError(Exception):
@@ -118,6 +119,15 @@ class CameraConfig(_Model):
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig, description="object tracking (track ids in results)"
+    )
+    zones: list[ZoneConfig] = Field(
+        default_factory=list, description="polygon zones: enter/leave events, object gauge"
+    )
+    lines: list[LineConfig] = Field(
+        default_factory=list, description="directed lines: cross events and counters"
+    )
 
     @field_validator("name")
     @classmethod
@@ -141,7 +151,13 @@ class CameraConfig(_Model):
     def _realtime_for_files(self) -> CameraConfig:
         if self.realtime and self.is_stream:
             raise ValueError("realtime applies to files only (a live stream is real time)")
+        check_scene(self.tracking, self.zones, self.lines)
         return self
+
+    @property
+    def tracks(self) -> bool:
+        """Whether this camera tracks objects (tracking.enabled, or any zone or line)."""
+        return self.tracking.enabled or bool(self.zones or self.lines)
 
     @property
     def is_stream(self) -> bool:

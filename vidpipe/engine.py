@@ -7,6 +7,11 @@ Threads and hand-offs::
     backend thread:    completion callback: outputs copied, buffer released, Completion queued
     postprocess thread: decode + NMS + filters -> FrameResult -> on_result (the sink pool)
 
+Completions can arrive out of order (several requests run at once), so results are handed
+to ``on_result`` in each camera's submission order: a result waits for the camera's earlier
+frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
+rely on it.
+
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
 ``pipeline_depth``; when postprocessing falls behind, the scheduler waits and the capture
@@ -19,6 +24,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -86,6 +92,11 @@ class Engine:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Condition()
+        # Per camera: seqs submitted and not yet handed on, in submission order, and the
+        # results (None: failed) that completed ahead of an earlier frame.
+        self._order: dict[str, deque[int]] = {}
+        self._held: dict[str, dict[int, FrameResult | None]] = {}
+        self._order_lock = threading.Lock()
         self._unfinished = 0
         self.submitted = 0
         self.completed = 0
@@ -165,10 +176,14 @@ class Engine:
         with self._idle:
             self._unfinished += 1
             self.submitted += 1
+        with self._order_lock:
+            self._order.setdefault(frame.camera, deque()).append(frame.seq)
         try:
             self.backend.submit(buf.tensor, buf.index, _Ticket(frame, lb, buf, now), self._on_done)
         except BaseException:
             # Refused before it was queued (e.g. a closed backend): no completion will come.
+            with self._order_lock:
+                self._order[frame.camera].remove(frame.seq)
             self._release(buf)
             with self._idle:
                 self._unfinished -= 1
@@ -205,11 +220,15 @@ class Engine:
             completion = self._done.get()
             if completion is None:
                 return
+            frame = completion.tag.frame
+            result = None
             try:
-                self._postprocess(completion)
+                result = self._postprocess(completion)
             except Exception:
                 log.exception("postprocessing failed")
-                self.metrics.camera(completion.tag.frame.camera).drop("inference_error")
+                self.metrics.camera(frame.camera).drop("inference_error")
+            try:
+                self._hand_on(frame.camera, frame.seq, result)
             finally:
                 self._depth.release()
                 with self._idle:
@@ -217,14 +236,31 @@ class Engine:
                     self.completed += 1
                     self._idle.notify_all()
 
-    def _postprocess(self, completion: Completion) -> None:
+    def _hand_on(self, camera: str, seq: int, result: FrameResult | None) -> None:
+        """Pass results to ``on_result`` in the camera's submission order (None: nothing)."""
+        ready: list[FrameResult] = []
+        with self._order_lock:
+            order = self._order[camera]
+            held = self._held.setdefault(camera, {})
+            held[seq] = result
+            while order and order[0] in held:
+                done = held.pop(order.popleft())
+                if done is not None:
+                    ready.append(done)
+        for item in ready:
+            try:
+                self.on_result(item)
+            except Exception:
+                log.exception("handing on a result of %s failed", camera)
+
+    def _postprocess(self, completion: Completion) -> FrameResult | None:
         ticket: _Ticket = completion.tag
         frame = ticket.frame
         cam = self.metrics.camera(frame.camera)
         if completion.error is not None or completion.outputs is None:
             self.metrics.inference_errors.inc()
             cam.drop("inference_error")
-            return
+            return None
         self.metrics.inference_latency.observe(completion.infer_s)
         rules = self._rules.get(frame.camera, self._default_rules)
         dets = postprocess(
@@ -248,12 +284,13 @@ class Engine:
             detections=dets,
             labels=self.labels,
             image=frame.image if self.keep_images else None,
+            epoch=frame.epoch,
         )
         cam.inferred.inc()
         cam.e2e_latency.observe(t_done - frame.t_capture)
         if len(dets):
             self._count_classes(cam.detections, dets.class_id.tolist())
-        self.on_result(result)
+        return result
 
     def _count_classes(self, inc: Callable[[str, int], None], class_ids: list[int]) -> None:
         counts: dict[int, int] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -40,12 +41,16 @@ class Frame:
             also those decimated away by ``detect_fps``).
         t_capture: ``time.monotonic()`` when the frame was read.
         image: ``(H, W, 3)`` uint8 BGR image. Owned by the frame; never mutated in place.
+        epoch: per-camera stream epoch: a new number each time the capture (re)opens the source
+            (a reconnect, or a looping file starting over). State built from consecutive
+            frames, such as object tracks, is reset when it changes.
     """
 
     camera: str
     seq: int
     t_capture: float
     image: npt.NDArray[np.uint8]
+    epoch: int = 0
 
     @property
     def height(self) -> int:
@@ -102,11 +107,14 @@ class Detections:
         xyxy: ``(N, 4)`` float32 boxes ``x1, y1, x2, y2``.
         score: ``(N,)`` float32 confidences.
         class_id: ``(N,)`` int32 class indices.
+        tracker_id: ``(N,)`` int64 track ids when the camera tracks objects (``-1``: a detection
+            not (yet) part of a confirmed track), else None.
     """
 
     xyxy: npt.NDArray[np.float32]
     score: npt.NDArray[np.float32]
     class_id: npt.NDArray[np.int32]
+    tracker_id: npt.NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         if np.size(self.xyxy) == 0:
@@ -126,6 +134,14 @@ class Detections:
         object.__setattr__(self, "xyxy", xyxy)
         object.__setattr__(self, "score", score)
         object.__setattr__(self, "class_id", class_id)
+        if self.tracker_id is not None:
+            tracker_id = _as_array("tracker_id", self.tracker_id, np.int64, 1)
+            if tracker_id.shape != (n,):
+                raise ValueError(
+                    f"Detections.tracker_id must have shape ({n},) like score, got "
+                    f"{tracker_id.shape}"
+                )
+            object.__setattr__(self, "tracker_id", tracker_id)
 
     @classmethod
     def empty(cls) -> Detections:
@@ -139,7 +155,12 @@ class Detections:
     def select(self, index: npt.ArrayLike) -> Detections:
         """Subset by boolean mask or integer index array."""
         idx = np.asarray(index)
-        return Detections(self.xyxy[idx], self.score[idx], self.class_id[idx])
+        tid = None if self.tracker_id is None else self.tracker_id[idx]
+        return Detections(self.xyxy[idx], self.score[idx], self.class_id[idx], tid)
+
+    def with_tracker_ids(self, tracker_id: npt.ArrayLike) -> Detections:
+        """The same detections with ``tracker_id`` set (``(N,)``, -1 for untracked)."""
+        return Detections(self.xyxy, self.score, self.class_id, np.asarray(tracker_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +183,67 @@ class Completion:
     infer_s: float = 0.0
 
 
+def iso_utc(wall_time: float) -> str:
+    """``time.time()`` as ISO-8601 UTC with milliseconds and a ``Z``."""
+    ts = datetime.fromtimestamp(wall_time, UTC).isoformat(timespec="milliseconds")
+    return ts.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class TrackEvent:
+    """Something a tracked object did in one frame: entered or left a zone, crossed a line.
+
+    Attributes:
+        kind: ``"enter"`` or ``"leave"`` (a zone), ``"cross"`` (a line).
+        camera: camera name.
+        seq: the frame in which it happened.
+        wall_time: ``time.time()`` of that frame's result.
+        where: the zone's or the line's name.
+        tracker_id: the track's id (unique per camera for the life of the process).
+        class_id: the track's class.
+        label: the class name.
+        point: the track's anchor point ``(x, y)`` in frame pixels.
+        direction: ``cross`` only: ``"in"`` or ``"out"`` (see ``vidpipe.events.geometry``).
+        dwell_s: ``leave`` only: seconds between the enter and the leave frames' captures.
+        reason: ``leave`` only: ``"exited"`` (left the polygon), ``"lost"`` (the track ended)
+            or ``"reset"`` (the camera reconnected).
+    """
+
+    kind: str
+    camera: str
+    seq: int
+    wall_time: float
+    where: str
+    tracker_id: int
+    class_id: int
+    label: str
+    point: tuple[float, float]
+    direction: str | None = None
+    dwell_s: float | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict, the one serialisation every event sink uses."""
+        out: dict[str, Any] = {
+            "event": self.kind,
+            "camera": self.camera,
+            "frame": self.seq,
+            "ts": iso_utc(self.wall_time),
+            ("line" if self.kind == "cross" else "zone"): self.where,
+            "tracker_id": self.tracker_id,
+            "class_id": self.class_id,
+            "label": self.label,
+            "point": [round(self.point[0], 1), round(self.point[1], 1)],
+        }
+        if self.direction is not None:
+            out["direction"] = self.direction
+        if self.dwell_s is not None:
+            out["dwell_s"] = round(self.dwell_s, 3)
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class FrameResult:
     """Postprocessed result of one frame, as sinks receive it.
@@ -177,6 +259,8 @@ class FrameResult:
         detections: boxes in original-frame pixels.
         labels: class names, indexed by class id.
         image: the original frame (read-only). Sinks that draw make a copy.
+        epoch: the frame's stream epoch (see ``Frame.epoch``).
+        events: zone and line events of this frame (cameras with zones or lines only).
     """
 
     camera: str
@@ -189,23 +273,33 @@ class FrameResult:
     detections: Detections
     labels: tuple[str, ...] = field(repr=False, default=())
     image: npt.NDArray[np.uint8] | None = field(repr=False, default=None)
+    epoch: int = 0
+    events: tuple[TrackEvent, ...] = ()
 
     def detection_dicts(self) -> list[dict[str, Any]]:
-        """Detections as JSON-ready dicts (``class_id``, ``label``, ``score``, ``box``)."""
+        """Detections as JSON-ready dicts (``class_id``, ``label``, ``score``, ``box``).
+
+        With tracking on, each dict also has ``tracker_id``: the track's id, or None for a
+        detection that is not (yet) part of a confirmed track.
+        """
         out = []
-        for box, score, cid in zip(
-            self.detections.xyxy.tolist(),
-            self.detections.score.tolist(),
-            self.detections.class_id.tolist(),
-            strict=True,
+        det = self.detections
+        tids = det.tracker_id.tolist() if det.tracker_id is not None else None
+        for i, (box, score, cid) in enumerate(
+            zip(det.xyxy.tolist(), det.score.tolist(), det.class_id.tolist(), strict=True)
         ):
             label = self.labels[cid] if 0 <= cid < len(self.labels) else str(cid)
-            out.append(
-                {
-                    "class_id": int(cid),
-                    "label": label,
-                    "score": round(float(score), 5),
-                    "box": [round(float(v), 2) for v in box],
-                }
-            )
+            item: dict[str, Any] = {
+                "class_id": int(cid),
+                "label": label,
+                "score": round(float(score), 5),
+                "box": [round(float(v), 2) for v in box],
+            }
+            if tids is not None:
+                item["tracker_id"] = tids[i] if tids[i] >= 0 else None
+            out.append(item)
         return out
+
+    def event_dicts(self) -> list[dict[str, Any]]:
+        """This frame's zone and line events as JSON-ready dicts (``TrackEvent.to_dict``)."""
+        return [e.to_dict() for e in self.events]

@@ -105,6 +105,7 @@ class _Session:
         self.opened = False
         self.frames = 0
         self.seq0: int | None = None
+        self.epoch = 0  # Frame.epoch of this session's current pass
         self.in_put = False  # waiting for the consumer is not a stall
         self.last_progress_s = now_s
 
@@ -158,6 +159,7 @@ class CaptureWorker:
         self._decimator = Decimator(camera.detect_fps)
         self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
         self._seq = 0
+        self._epochs = 0  # successful opens so far: each starts a new Frame.epoch
         self._seq_lock = threading.Lock()
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
@@ -382,6 +384,9 @@ class CaptureWorker:
             session.finish("no_frames", "the source has no decodable video (width 0)")
             return False
         session.info = info
+        with self._seq_lock:
+            self._epochs += 1
+            session.epoch = self._epochs
         session.opened = True
         session.last_progress_s = self._clock()
         return True
@@ -472,7 +477,8 @@ class CaptureWorker:
             return True
         session.in_put = True
         try:
-            return self._mailbox.put(Frame(self.name, seq, now, image), session.cancel)
+            frame = Frame(self.name, seq, now, image, session.epoch)
+            return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.
             session.last_progress_s += self._clock() - now
