@@ -73,7 +73,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def check_config(cfg: Config) -> list[str]:
     """Every problem with a parsed config and its model, without starting anything."""
+    from vidpipe.metrics import Metrics
     from vidpipe.model import camera_rules, open_model
+    from vidpipe.track.stage import build_scenes
 
     problems: list[str] = []
     for i, cam in enumerate(cfg.cameras):
@@ -86,7 +88,8 @@ def check_config(cfg: Config) -> list[str]:
     except BackendError as exc:
         return [*problems, f"model: {exc}"]
     try:
-        camera_rules(cfg, loaded)
+        rules = camera_rules(cfg, loaded)
+        build_scenes(cfg, loaded.labels, {n: r.class_ids for n, r in rules.items()}, Metrics())
     except ConfigError as exc:
         problems += exc.problems
     finally:

@@ -27,6 +27,7 @@ from vidpipe.model import camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks import SinkPool, build_sinks
+from vidpipe.track.stage import TrackingStage, build_scenes
 from vidpipe.types import Frame
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class Daemon:
         self.workers: dict[str, CaptureWorker] = {}
         self.engine: Engine | None = None
         self.sinks: SinkPool | None = None
+        self.tracking: TrackingStage | None = None
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         self._signals = 0
@@ -54,6 +56,9 @@ class Daemon:
         cfg = self.cfg
         loaded = open_model(cfg.model, cfg.inference)
         rules = camera_rules(cfg, loaded)
+        scenes = build_scenes(
+            cfg, loaded.labels, {n: r.class_ids for n, r in rules.items()}, self.metrics
+        )
         desc = loaded.backend.description
         log.info(
             "model %s on %s: precision %s, hint %s, %s requests (optimal %s), input %s",
@@ -72,13 +77,15 @@ class Daemon:
             log.info("metrics on http://%s:%d/metrics", cfg.metrics.host, self.metrics_port)
         self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
         self.sinks.start()
+        # cameras with tracking, zones or lines: a stateful step between engine and sinks
+        self.tracking = TrackingStage(scenes, self.sinks.submit, self.metrics)
         spec = loaded.backend.input_spec
         self.engine = Engine(
             loaded.backend,
             loaded.decoder,
             loaded.labels,
             self.metrics,
-            self.sinks.submit,
+            self.tracking if scenes else self.sinks.submit,
             default_rules=CameraRules(
                 DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None
             ),

@@ -130,6 +130,30 @@ class Metrics:
         self.sink_written = Counter(
             "vidpipe_sink_written", "Items a sink handled", ["sink"], registry=r
         )
+        self.zone_objects = Gauge(
+            "vidpipe_zone_objects",
+            "Tracked objects inside a zone now",
+            ["camera", "zone", "class"],
+            registry=r,
+        )
+        self.line_crossings = Counter(
+            "vidpipe_line_crossings",
+            "Tracked objects that crossed a line, by direction (in: right to left of the line)",
+            ["camera", "line", "class", "direction"],
+            registry=r,
+        )
+        self.tracking_errors = Counter(
+            "vidpipe_tracking_errors",
+            "Frames passed on without tracking because the tracking step failed",
+            ["camera"],
+            registry=r,
+        )
+        self.tracker_resets = Counter(
+            "vidpipe_tracker_resets",
+            "Times a camera's tracks were dropped because its stream restarted",
+            ["camera"],
+            registry=r,
+        )
         self._cameras: dict[str, CameraMetrics] = {}
         self._lock = threading.Lock()
 

@@ -72,6 +72,8 @@ def draw_detections(
 ) -> npt.NDArray[np.uint8]:
     """Draw boxes and ``"label 0.87"`` captions onto a copy of ``image``.
 
+    A tracked detection's caption carries its track id: ``"person #12 0.87"``.
+
     Args:
         image: ``(H, W, 3)`` uint8 BGR frame; not modified.
         det: detections in ``image`` pixels.
@@ -90,12 +92,14 @@ def draw_detections(
     # Scale line and text with the frame so that 4K and 320p both stay legible.
     thickness = max(1, round(min(height, width) / 360))
     boxes = np.rint(det.xyxy).astype(np.int32).tolist()
-    for (x1, y1, x2, y2), score, cid in zip(
-        boxes, det.score.tolist(), det.class_id.tolist(), strict=True
+    tids = det.tracker_id.tolist() if det.tracker_id is not None else [-1] * len(det)
+    for (x1, y1, x2, y2), score, cid, tid in zip(
+        boxes, det.score.tolist(), det.class_id.tolist(), tids, strict=True
     ):
         colour = class_colour(cid)
         # LINE_8, not LINE_AA: boxes keep their exact class colour and draw faster.
         cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness, cv2.LINE_8)
         name = labels[cid] if 0 <= cid < len(labels) else str(cid)
-        _draw_caption(out, f"{name} {score:.2f}", x1, y1, colour, thickness)
+        caption = f"{name} #{tid} {score:.2f}" if tid >= 0 else f"{name} {score:.2f}"
+        _draw_caption(out, caption, x1, y1, colour, thickness)
     return out

@@ -1,4 +1,4 @@
-"""JSON Lines sink: one line per processed frame, appended to a file.
+"""JSON Lines sink: one line per processed frame, and one per zone or line event.
 
 Each line is written whole with one ``write(2)`` on an ``O_APPEND`` descriptor, so lines are
 never torn or interleaved, even when several processes append to the same file. Rotation by
@@ -13,11 +13,10 @@ import json
 import os
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.types import FrameResult
+from vidpipe.types import FrameResult, iso_utc
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 #: How often the file's identity is compared with the open descriptor (rotation check).
@@ -31,17 +30,27 @@ def format_line(result: FrameResult) -> bytes:
     ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms resolution) and
     ``detections`` (``FrameResult.detection_dicts()``).
     """
-    ts = datetime.fromtimestamp(result.wall_time, UTC).isoformat(timespec="milliseconds")
     record: dict[str, Any] = {
         "camera": result.camera,
         "frame": result.seq,
-        "ts": ts.replace("+00:00", "Z"),
+        "ts": iso_utc(result.wall_time),
         "width": result.width,
         "height": result.height,
         "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
         "detections": result.detection_dicts(),
     }
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def format_event_lines(result: FrameResult) -> bytes:
+    """One JSON line per zone or line event of ``result`` (``FrameResult.event_dicts()``).
+
+    An event line has an ``event`` key (``enter``, ``leave``, ``cross``); a frame line has
+    ``detections`` instead.
+    """
+    return "".join(
+        json.dumps(e, separators=(",", ":")) + "\n" for e in result.event_dicts()
+    ).encode("utf-8")
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -79,10 +88,16 @@ class JsonlSink:
         self._lock = threading.Lock()
 
     def handle(self, result: FrameResult) -> None:
-        """Append the line of ``result``. Raises OSError when the file cannot be written."""
-        if self._only_with_detections and len(result.detections) == 0:
+        """Append the line of ``result`` and its event lines, in one write.
+
+        ``only_with_detections`` skips the frame line of a frame without detections, never its
+        events (a track that is lost leaves its zone in such a frame). Raises OSError when the
+        file cannot be written.
+        """
+        skip_frame = self._only_with_detections and len(result.detections) == 0
+        if skip_frame and not result.events:
             return
-        line = format_line(result)
+        line = (b"" if skip_frame else format_line(result)) + format_event_lines(result)
         with self._lock:
             fd = self._current_fd()
             try:

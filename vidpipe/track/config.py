@@ -61,8 +61,8 @@ class TrackingConfig(_Model):
         15,
         ge=1,
         le=1000,
-        description="detector frames a confirmed track survives without a matching detection "
-        "(bridges occlusions and missed detections)",
+        description="detector frames a steadily seen track survives without a matching "
+        "detection (bridges occlusions and missed detections; each match adds 2 back)",
     )
     min_hits: int = Field(
         2,
@@ -164,18 +164,15 @@ class LineConfig(_Model):
         return _check_points(v, info.data.get("coords", "pixel"))
 
 
-def check_scene(
-    tracking: TrackingConfig, zones: list[ZoneConfig], lines: list[LineConfig]
-) -> None:
+def check_scene(tracking: TrackingConfig, zones: list[ZoneConfig], lines: list[LineConfig]) -> None:
     """Cross-field checks of one camera: unique names, tracking not switched off."""
-    for kind, items in (("zone", zones), ("line", lines)):
+    for kind, names in (("zone", [z.name for z in zones]), ("line", [ln.name for ln in lines])):
         seen: dict[str, int] = {}
-        for i, item in enumerate(items):
-            if item.name in seen:
+        for i, name in enumerate(names):
+            if name in seen:
                 raise ValueError(
-                    f"duplicate {kind} name {item.name!r} ({kind}s[{seen[item.name]}] and "
-                    f"{kind}s[{i}])"
+                    f"duplicate {kind} name {name!r} ({kind}s[{seen[name]}] and {kind}s[{i}])"
                 )
-            seen[item.name] = i
+            seen[name] = i
     if (zones or lines) and "enabled" in tracking.model_fields_set and not tracking.enabled:
         raise ValueError("zones and lines need tracking: remove tracking.enabled: false")

@@ -108,10 +108,14 @@ class CameraTracker:
 
         token = self._updates
         return [
-            Detection(points=np.asarray(box, dtype=np.float64).reshape(2, 2), label=cid, data=(
-                token,
-                i,
-            ))
+            Detection(
+                points=np.asarray(box, dtype=np.float64).reshape(2, 2),
+                label=cid,
+                data=(
+                    token,
+                    i,
+                ),
+            )
             for i, (box, cid) in enumerate(zip(det.xyxy, det.class_id.tolist(), strict=True))
         ]
 

@@ -101,9 +101,7 @@ class ZoneWatch:
         self._labels = camera_labels
         self._inside: dict[int, _Inside] = {}
 
-    def update(
-        self, frame: FrameInfo, obs: Observations, ended: Iterable[int]
-    ) -> list[TrackEvent]:
+    def update(self, frame: FrameInfo, obs: Observations, ended: Iterable[int]) -> list[TrackEvent]:
         """Events of one frame: tracks that entered, left, or ended while inside."""
         events: list[TrackEvent] = []
         keep = _eligible(obs, self.class_ids)
@@ -213,10 +211,9 @@ class LineWatch:
         self.min_distance_px = min_distance_px
         self._labels = camera_labels
         self._sides: dict[int, _Side] = {}
+        self.crossings = {"in": 0, "out": 0}  # since start, for drawing
 
-    def update(
-        self, frame: FrameInfo, obs: Observations, ended: Iterable[int]
-    ) -> list[TrackEvent]:
+    def update(self, frame: FrameInfo, obs: Observations, ended: Iterable[int]) -> list[TrackEvent]:
         """Cross events of one frame; forgets tracks that ended."""
         events: list[TrackEvent] = []
         keep = _eligible(obs, self.class_ids)
@@ -235,10 +232,14 @@ class LineWatch:
                 point = (pt[0], pt[1])
                 side = -1 if d < 0 else 1
                 was = self._sides.get(tid)
-                if was is not None and was.side != side:
-                    if crosses_segment(was.point, point, self.a, self.b):
-                        direction = "in" if side < 0 else "out"
-                        events.append(self._event(frame, tid, cid, point, direction))
+                if (
+                    was is not None
+                    and was.side != side
+                    and crosses_segment(was.point, point, self.a, self.b)
+                ):
+                    direction = "in" if side < 0 else "out"
+                    self.crossings[direction] += 1
+                    events.append(self._event(frame, tid, cid, point, direction))
                 self._sides[tid] = _Side(side, point)
         for tid in ended:
             self._sides.pop(tid, None)

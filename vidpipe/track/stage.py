@@ -1,0 +1,276 @@
+"""The tracking step: per-camera tracker, zones and lines between the engine and the sinks.
+
+``TrackingStage`` is called with every ``FrameResult`` on the engine's postprocess thread (one
+thread, results of a camera in capture order), so per-camera state needs no lock. A camera
+without tracking passes straight through. A failure in this step never loses the result: it
+is passed on without track ids and counted in ``vidpipe_tracking_errors_total``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from prometheus_client import Gauge
+
+from vidpipe.config import CameraConfig, Config, ConfigError
+from vidpipe.metrics import Metrics
+from vidpipe.track.draw import draw_scene
+from vidpipe.track.geometry import Scene, resolve_scene
+from vidpipe.track.tracker import CameraTracker
+from vidpipe.track.zones import FrameInfo, LineWatch, ZoneWatch
+from vidpipe.types import FrameResult, TrackEvent
+
+log = logging.getLogger(__name__)
+
+_ERROR_LOG_INTERVAL_S = 10.0
+
+
+def _label(labels: Sequence[str], cid: int) -> str:
+    return labels[cid] if 0 <= cid < len(labels) else str(cid)
+
+
+def resolve_classes(
+    items: Sequence[str | int] | None,
+    path: str,
+    camera: str,
+    labels: Sequence[str],
+    camera_ids: frozenset[int] | None,
+) -> frozenset[int] | None:
+    """A zone's or line's class filter as ids; ConfigError naming ``path`` for bad entries.
+
+    A class that the camera's own ``classes`` filter removes can never be seen: that is an
+    error too.
+    """
+    if items is None:
+        return None
+    ids: set[int] = set()
+    problems = []
+    for k, item in enumerate(items):
+        if isinstance(item, int):
+            if 0 <= item < len(labels):
+                ids.add(item)
+            else:
+                problems.append(
+                    f"{path}[{k}] ({camera}): class id {item} out of range 0..{len(labels) - 1}"
+                )
+            continue
+        if item not in labels:
+            match = difflib.get_close_matches(item, list(labels), n=1, cutoff=0.6)
+            hint = f" (did you mean {match[0]!r}?)" if match else ""
+            problems.append(f"{path}[{k}] ({camera}): unknown class {item!r}{hint}")
+            continue
+        ids.add(labels.index(item))
+    if camera_ids is not None:
+        for cid in sorted(ids - camera_ids):
+            problems.append(
+                f"{path} ({camera}): class {_label(labels, cid)!r} is never reported on this "
+                "camera (its classes filter leaves it out)"
+            )
+    if problems:
+        raise ConfigError(problems)
+    return frozenset(ids)
+
+
+class CameraScene:
+    """Tracking, zones and lines of one camera.
+
+    Args:
+        camera: the camera's config.
+        zone_classes: per zone, its resolved class filter.
+        line_classes: per line, its resolved class filter.
+        labels: class names of the model.
+        metrics: where zone gauges and line counters go.
+    """
+
+    def __init__(
+        self,
+        camera: CameraConfig,
+        zone_classes: Sequence[frozenset[int] | None],
+        line_classes: Sequence[frozenset[int] | None],
+        labels: Sequence[str],
+        metrics: Metrics,
+    ) -> None:
+        self.camera = camera
+        self.tracker = CameraTracker(camera.tracking)
+        self._zone_classes = tuple(zone_classes)
+        self._line_classes = tuple(line_classes)
+        self._labels = tuple(labels)
+        self._metrics = metrics
+        self.scene: Scene | None = None
+        self.zones: list[ZoneWatch] = []
+        self.lines: list[LineWatch] = []
+        for zone, ids in zip(camera.zones, self._zone_classes, strict=True):
+            for cid in sorted(ids or ()):  # known classes: their series exist from the start
+                self._zone_gauge(zone.name, cid).set(0)
+
+    def process(self, result: FrameResult) -> FrameResult:
+        """Track ids for the result's detections, and its zone and line events."""
+        frame = FrameInfo(result.camera, result.seq, result.wall_time, result.t_capture)
+        update = self.tracker.update(result.detections, result.seq, result.epoch)
+        events: list[TrackEvent] = []
+        if update.reset:
+            self._metrics.tracker_resets.labels(camera=result.camera).inc()
+            events += self._reset(frame)
+        if self.scene is None or (self.scene.width, self.scene.height) != (
+            result.width,
+            result.height,
+        ):
+            events += self._reset(frame)
+            self._build(result.width, result.height)
+        for zone in self.zones:
+            before = zone.counts()
+            zone_events = zone.update(frame, update.observed, update.ended)
+            if zone_events:
+                self._set_zone_gauges(zone, before)
+            events += zone_events
+        for line in self.lines:
+            crossed = line.update(frame, update.observed, update.ended)
+            for e in crossed:
+                self._metrics.line_crossings.labels(
+                    camera=result.camera,
+                    line=line.name,
+                    direction=e.direction,
+                    **{"class": e.label},
+                ).inc()
+            events += crossed
+        return dataclasses.replace(
+            result,
+            detections=result.detections.with_tracker_ids(update.tracker_id),
+            events=tuple(events),
+        )
+
+    def draw(self, image: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+        """Zones and lines with their current counts on a copy of ``image`` (this camera's).
+
+        Before the first frame, the scene is resolved for ``image``'s size.
+        """
+        scene = self.scene
+        height, width = image.shape[:2]
+        if scene is None or (scene.width, scene.height) != (width, height):
+            scene = resolve_scene(self.camera.zones, self.camera.lines, width, height)
+        return draw_scene(
+            image,
+            scene,
+            zone_counts={z.name: sum(z.counts().values()) for z in self.zones},
+            line_counts={ln.name: dict(ln.crossings) for ln in self.lines},
+        )
+
+    def _build(self, width: int, height: int) -> None:
+        cam = self.camera
+        self.scene = scene = resolve_scene(cam.zones, cam.lines, width, height)
+        self.zones = [
+            ZoneWatch(self._labels, name, polygon, ids, cfg.anchor)
+            for (name, polygon), ids, cfg in zip(
+                scene.zones, self._zone_classes, cam.zones, strict=True
+            )
+        ]
+        self.lines = [
+            LineWatch(self._labels, name, a, b, ids, cfg.anchor, cfg.min_distance_px)
+            for (name, a, b), ids, cfg in zip(
+                scene.lines, self._line_classes, cam.lines, strict=True
+            )
+        ]
+
+    def _reset(self, frame: FrameInfo) -> list[TrackEvent]:
+        events: list[TrackEvent] = []
+        for zone in self.zones:
+            before = zone.counts()
+            events += zone.reset(frame)
+            self._set_zone_gauges(zone, before)
+        for line in self.lines:
+            line.reset()
+        return events
+
+    def _zone_gauge(self, zone: str, cid: int) -> Gauge:
+        return self._metrics.zone_objects.labels(
+            camera=self.camera.name, zone=zone, **{"class": _label(self._labels, cid)}
+        )
+
+    def _set_zone_gauges(self, zone: ZoneWatch, before: dict[int, int]) -> None:
+        now = zone.counts()
+        for cid in before.keys() | now.keys():
+            self._zone_gauge(zone.name, cid).set(now.get(cid, 0))
+
+
+class TrackingStage:
+    """Runs each tracking camera's ``CameraScene`` on its results, then hands them on.
+
+    Args:
+        scenes: per camera name; cameras not in it pass straight through.
+        on_result: where results go next (the sink pool's ``submit``).
+        metrics: for ``vidpipe_tracking_errors_total``.
+    """
+
+    def __init__(
+        self,
+        scenes: dict[str, CameraScene],
+        on_result: Callable[[FrameResult], None],
+        metrics: Metrics,
+    ) -> None:
+        self.scenes = scenes
+        self._on_result = on_result
+        self._metrics = metrics
+        self._last_error_log: dict[str, float] = {}
+
+    def __call__(self, result: FrameResult) -> None:
+        scene = self.scenes.get(result.camera)
+        if scene is not None:
+            try:
+                result = scene.process(result)
+            except Exception:
+                self._metrics.tracking_errors.labels(camera=result.camera).inc()
+                now = time.monotonic()
+                if now - self._last_error_log.get(result.camera, -1e9) >= _ERROR_LOG_INTERVAL_S:
+                    self._last_error_log[result.camera] = now
+                    log.exception("camera %s: tracking failed; result passed on", result.camera)
+        self._on_result(result)
+
+
+def build_scenes(
+    cfg: Config,
+    labels: Sequence[str],
+    camera_class_ids: dict[str, frozenset[int] | None],
+    metrics: Metrics,
+) -> dict[str, CameraScene]:
+    """A ``CameraScene`` per enabled camera that tracks.
+
+    Args:
+        cfg: the whole config.
+        labels: the model's class names.
+        camera_class_ids: each camera's own resolved class filter (``CameraRules.class_ids``).
+        metrics: the daemon's metrics.
+
+    Raises:
+        ConfigError: listing every bad class name of every zone and line, with its YAML path.
+    """
+    scenes: dict[str, CameraScene] = {}
+    problems: list[str] = []
+    for i, cam in enumerate(cfg.cameras):
+        if not cam.enabled or not cam.tracks:
+            continue
+        own = camera_class_ids.get(cam.name)
+        resolved: dict[str, list[frozenset[int] | None]] = {"zones": [], "lines": []}
+        filters: tuple[tuple[str, list[list[str | int] | None]], ...] = (
+            ("zones", [z.classes for z in cam.zones]),
+            ("lines", [ln.classes for ln in cam.lines]),
+        )
+        for kind, class_lists in filters:
+            for j, classes in enumerate(class_lists):
+                path = f"cameras[{i}].{kind}[{j}].classes"
+                try:
+                    resolved[kind].append(resolve_classes(classes, path, cam.name, labels, own))
+                except ConfigError as exc:
+                    problems += exc.problems
+        if not problems:
+            scenes[cam.name] = CameraScene(
+                cam, resolved["zones"], resolved["lines"], labels, metrics
+            )
+    if problems:
+        raise ConfigError(problems)
+    return scenes
