@@ -218,3 +218,25 @@ def test_line_class_filter_and_reset() -> None:
     w.update(frame(2), obs((2, 0, (100, 150))), ())
     w.reset()  # reconnect: the side it was on is forgotten
     assert w.update(frame(3), obs((2, 0, (100, 50))), ()) == []
+
+
+def test_a_box_wobbling_across_the_edge_makes_no_events_with_min_frames() -> None:
+    wobble = [(150, 150), (150, 150), (150, 150)] + [(195, 150), (205, 150)] * 6
+    steady = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=2)
+    jumpy = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=1)
+    events: dict[str, list[str]] = {"steady": [], "jumpy": []}
+    for seq, point in enumerate([*wobble, (260, 150), (270, 150)]):
+        for name, z in (("steady", steady), ("jumpy", jumpy)):
+            events[name] += [e.kind for e in z.update(frame(seq), obs((1, 0, point)), ())]
+    assert events["steady"] == ["enter", "leave"]
+    assert len(events["jumpy"]) == 12  # 1 enter, then each wobble out and back in
+
+
+def test_min_frames_dwell_runs_from_the_first_frame_seen_inside() -> None:
+    z = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=3)
+    path = [(50, 150), (150, 150), (150, 150), (150, 150), (150, 150), (250, 150), (250, 150)]
+    events = []
+    for seq, point in enumerate([*path, (250, 150)]):
+        events += z.update(frame(seq), obs((1, 0, point)), ())
+    assert [(e.kind, e.seq) for e in events] == [("enter", 3), ("leave", 7)]
+    assert events[1].dwell_s == pytest.approx(0.4)  # inside from frame 1, outside from 5

@@ -106,6 +106,13 @@ class ZoneConfig(_Model):
     anchor: Anchor = Field(
         "bottom_center", description="the point of a box that must be inside the zone"
     )
+    min_frames: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="detector frames in a row a track must be seen inside (outside) to enter "
+        "(leave): a box wobbling across the zone's edge makes no events",
+    )
 
     @field_validator("name")
     @classmethod

@@ -165,7 +165,7 @@ class CameraScene:
         cam = self.camera
         self.scene = scene = resolve_scene(cam.zones, cam.lines, width, height)
         self.zones = [
-            ZoneWatch(self._labels, name, polygon, ids, cfg.anchor)
+            ZoneWatch(self._labels, name, polygon, ids, cfg.anchor, cfg.min_frames)
             for (name, polygon), ids, cfg in zip(
                 scene.zones, self._zone_classes, cam.zones, strict=True
             )

@@ -75,8 +75,22 @@ class _Inside:
     point: tuple[float, float]
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A track seen on the other side of the zone's edge than it counts as, not yet long enough."""
+
+    inside: bool
+    frames: int
+    t_first: float
+
+
 class ZoneWatch:
     """One polygon zone: enter and leave events with dwell time, and who is inside.
+
+    A track counts as having entered (left) once its anchor is seen inside (outside) in
+    ``min_frames`` observations in a row, so a box whose edge wobbles across the zone's edge
+    does not enter and leave again and again. The dwell time runs from the first of those
+    frames.
 
     Args:
         camera_labels: class names, indexed by class id (for events).
@@ -84,6 +98,7 @@ class ZoneWatch:
         polygon: ``(K, 2)`` corners in frame pixels.
         class_ids: classes that count; None: every class.
         anchor: ``"bottom_center"`` or ``"center"`` of each box.
+        min_frames: observations in a row that make an enter or a leave.
     """
 
     def __init__(
@@ -93,13 +108,16 @@ class ZoneWatch:
         polygon: FloatArray,
         class_ids: frozenset[int] | None,
         anchor: str,
+        min_frames: int = 1,
     ) -> None:
         self.name = name
         self.polygon = polygon
         self.class_ids = class_ids
         self.anchor = anchor
+        self.min_frames = min_frames
         self._labels = camera_labels
         self._inside: dict[int, _Inside] = {}
+        self._pending: dict[int, _Pending] = {}
 
     def update(self, frame: FrameInfo, obs: Observations, ended: Iterable[int]) -> list[TrackEvent]:
         """Events of one frame: tracks that entered, left, or ended while inside."""
@@ -115,22 +133,39 @@ class ZoneWatch:
                 inside.tolist(),
                 strict=True,
             ):
-                point = (pt[0], pt[1])
-                was = self._inside.get(tid)
-                if now_in and was is None:
-                    self._inside[tid] = _Inside(cid, frame.t_capture, point)
-                    events.append(self._event("enter", frame, tid, cid, point))
-                elif was is not None:
-                    was.point = point
-                    if not now_in:
-                        events.append(self._leave(frame, tid, "exited"))
+                event = self._observe(frame, tid, cid, (pt[0], pt[1]), now_in)
+                if event is not None:
+                    events.append(event)
         for tid in ended:
+            self._pending.pop(tid, None)
             if tid in self._inside:
                 events.append(self._leave(frame, tid, "lost"))
         return events
 
+    def _observe(
+        self, frame: FrameInfo, tid: int, cid: int, point: tuple[float, float], now_in: bool
+    ) -> TrackEvent | None:
+        was = self._inside.get(tid)
+        if was is not None:
+            was.point = point
+        if now_in == (was is not None):
+            self._pending.pop(tid, None)
+            return None
+        pending = self._pending.get(tid)
+        if pending is None or pending.inside != now_in:
+            pending = self._pending[tid] = _Pending(now_in, 0, frame.t_capture)
+        pending.frames += 1
+        if pending.frames < self.min_frames:
+            return None
+        del self._pending[tid]
+        if now_in:
+            self._inside[tid] = _Inside(cid, pending.t_first, point)
+            return self._event("enter", frame, tid, cid, point)
+        return self._leave(frame, tid, "exited", pending.t_first)
+
     def reset(self, frame: FrameInfo) -> list[TrackEvent]:
         """Every track inside leaves (reason ``reset``): the camera's tracks start over."""
+        self._pending.clear()
         return [self._leave(frame, tid, "reset") for tid in list(self._inside)]
 
     def counts(self) -> dict[int, int]:
@@ -140,9 +175,12 @@ class ZoneWatch:
             out[item.class_id] = out.get(item.class_id, 0) + 1
         return out
 
-    def _leave(self, frame: FrameInfo, tid: int, reason: str) -> TrackEvent:
+    def _leave(
+        self, frame: FrameInfo, tid: int, reason: str, t_left: float | None = None
+    ) -> TrackEvent:
         item = self._inside.pop(tid)
-        dwell_s = max(0.0, frame.t_capture - item.t_enter)
+        t_end = frame.t_capture if t_left is None else t_left
+        dwell_s = max(0.0, t_end - item.t_enter)
         return self._event("leave", frame, tid, item.class_id, item.point, dwell_s, reason)
 
     def _event(
