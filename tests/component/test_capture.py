@@ -320,6 +320,8 @@ def test_looping_file_continues_past_its_end(rig: Rig, videos: Path) -> None:
     assert seqs[: CAR_FRAMES * 2 + 10] == list(range(CAR_FRAMES * 2 + 10))  # never reset
     # the second pass decodes the same pictures as the first
     assert np.array_equal(frames[CAR_FRAMES].image, frames[0].image)
+    # each pass is a new stream epoch (trackers reset), the seq does not restart
+    assert [f.epoch for f in frames[: CAR_FRAMES * 2]] == [1] * CAR_FRAMES + [2] * CAR_FRAMES
     assert states.states() == [S.CONNECTING, S.STREAMING, S.STOPPED]
     assert worker.stats()["errors"] == 0 and worker.stats()["reconnects"] == 0
 
@@ -457,6 +459,7 @@ def test_server_killed_then_restarted_reconnects(rig: Rig, videos: Path, rtsp_ok
         after = rig.collector.wait_count("walkway", len(rig.collector.of("walkway")) + 5, 10)
 
     assert after[-1].seq > last_seq  # seq keeps counting over the reconnect
+    assert after[-1].epoch > rig.collector.of("walkway")[0].epoch  # a new stream epoch
     assert rig.value("vidpipe_camera_reconnects_total", camera="walkway") >= 3
     assert len(rig.collector.of("street")) > other_before + 20
     assert other.state is S.STREAMING and other.stats()["errors"] == 0
