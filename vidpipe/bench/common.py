@@ -15,19 +15,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vidpipe.bench.variants import CAMERA_VARIANTS
+
 #: vidpipe with one setting changed, for A/B runs of a default (never in the default suite):
 #: contender name -> ``inference`` section overrides.
 VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-2req": {"num_requests": 2},  # OPTIMAL_NUMBER_OF_INFER_REQUESTS on 2 cores
     "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
 }
+#: vidpipe with a feature on in every camera (``variants.CAMERA_VARIANTS``), for A/B runs.
+VIDPIPE_CAMERA_VARIANTS: dict[str, dict[str, Any]] = CAMERA_VARIANTS
 #: Contenders measured per camera count, in their default order.
-PIPELINES: tuple[str, ...] = ("naive", "single", "model_api", "vidpipe", *VIDPIPE_VARIANTS)
+PIPELINES: tuple[str, ...] = (
+    "naive",
+    "single",
+    "model_api",
+    "vidpipe",
+    *VIDPIPE_VARIANTS,
+    *VIDPIPE_CAMERA_VARIANTS,
+)
 #: Contenders measured once per clip (no cameras): inference ceiling and stage costs.
 REFERENCES: tuple[str, ...] = ("ceiling",)
 ALL_CONTENDERS: tuple[str, ...] = REFERENCES + PIPELINES
 #: What a run measures unless ``--contenders`` says otherwise.
-DEFAULT_CONTENDERS: tuple[str, ...] = tuple(c for c in ALL_CONTENDERS if c not in VIDPIPE_VARIANTS)
+DEFAULT_CONTENDERS: tuple[str, ...] = tuple(
+    c for c in ALL_CONTENDERS if c not in VIDPIPE_VARIANTS and c not in VIDPIPE_CAMERA_VARIANTS
+)
 
 _DERIVED = re.compile(r"^(?P<stem>.+)-(?P<height>\d{3,4})p\.mp4$")
 

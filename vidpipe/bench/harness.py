@@ -331,8 +331,10 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         "wall_s": time.monotonic() - t_start,
     }
     from vidpipe.bench.report import targets
+    from vidpipe.bench.variants import variant_ratios
 
     doc["targets"] = targets(doc)
+    doc["variants"] = variant_ratios(doc)
     return doc
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vidpipe.bench import variants
 from vidpipe.bench.common import PIPELINES
 
 #: (name, the denominator, threshold, camera counts, clip heights it applies to or None = all)
@@ -31,6 +32,7 @@ LABELS = {
     "vidpipe": "vidpipe daemon",
     "vidpipe-2req": "vidpipe, 2 requests (A/B)",
     "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
+    **variants.LABELS,
 }
 
 
@@ -161,6 +163,7 @@ def markdown(doc: dict[str, Any]) -> str:
     if measured_clips(doc):
         lines += _stage_table(doc)
         lines += _targets_table(doc)
+        lines += variants.markdown(doc)
         lines += _steady_state(doc)
     lines += _density(doc)
     return "\n".join(lines) + "\n"
@@ -443,6 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["summary"] = summarize(doc["points"])  # recomputed: the report may be newer than the run
     doc["references"] = references(doc["summary"])
     doc["targets"] = targets(doc)
+    doc["variants"] = variants.variant_ratios(doc)
     path.write_text(json.dumps(doc, indent=1) + "\n")
     out_dir = Path(args[1]) if len(args) == 2 else path.parent
     out_dir.mkdir(parents=True, exist_ok=True)

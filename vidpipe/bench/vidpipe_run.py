@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import VIDPIPE_VARIANTS, PointSpec
+from vidpipe.bench.common import VIDPIPE_CAMERA_VARIANTS, VIDPIPE_VARIANTS, PointSpec
 from vidpipe.metrics import DROP_REASONS
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
                 "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
                 "loop": not is_stream,
                 **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
+                **VIDPIPE_CAMERA_VARIANTS.get(spec.contender, {}),
             }
             for i in range(spec.cameras)
         ],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vidpipe.bench.common import (
+    VIDPIPE_CAMERA_VARIANTS,
     VIDPIPE_VARIANTS,
     PointResult,
     PointSpec,
@@ -53,7 +54,11 @@ class Contender(Protocol):
 
 def make_contender(spec: PointSpec) -> Contender:
     """The contender object named by ``spec.contender``."""
-    if spec.contender == "vidpipe" or spec.contender in VIDPIPE_VARIANTS:
+    if (
+        spec.contender == "vidpipe"
+        or spec.contender in VIDPIPE_VARIANTS
+        or spec.contender in VIDPIPE_CAMERA_VARIANTS
+    ):
         from vidpipe.bench.vidpipe_run import VidpipeRun
 
         return VidpipeRun(spec)

@@ -51,6 +51,12 @@ class CameraTracker:
     """
 
     def __init__(self, cfg: TrackingConfig) -> None:
+        # Imported here, when the daemon starts, not at module import (a daemon without
+        # tracking never pays for it) nor on the first frame (it takes a second or more, and
+        # would stall the postprocess thread).
+        import norfair
+
+        self._norfair: Any = norfair
         self.cfg = cfg
         self._tracker: Any = None
         self._epoch: int | None = None
@@ -66,11 +72,9 @@ class CameraTracker:
         return 0 if self._tracker is None else len(self._tracker.tracked_objects)
 
     def _new_tracker(self) -> Any:
-        from norfair import Tracker  # imported only when a camera tracks: it costs ~1 s
-
         if self._tracker is not None:
             self._id_base += int(self._tracker.total_object_count)
-        return Tracker(
+        return self._norfair.Tracker(
             distance_function="iou",
             distance_threshold=1.0 - self.cfg.min_iou,
             hit_counter_max=self.cfg.max_lost_frames,
@@ -104,19 +108,13 @@ class CameraTracker:
         return self._collect(det, objects, ended, reset)
 
     def _norfair_detections(self, det: Detections) -> list[Any]:
-        from norfair import Detection
-
+        """One Norfair detection per box: two points, the class as label, (update, index)."""
+        detection = self._norfair.Detection
+        corners = det.xyxy.astype(np.float64).reshape(-1, 2, 2)
         token = self._updates
         return [
-            Detection(
-                points=np.asarray(box, dtype=np.float64).reshape(2, 2),
-                label=cid,
-                data=(
-                    token,
-                    i,
-                ),
-            )
-            for i, (box, cid) in enumerate(zip(det.xyxy, det.class_id.tolist(), strict=True))
+            detection(points=corners[i], label=cid, data=(token, i))
+            for i, cid in enumerate(det.class_id.tolist())
         ]
 
     def _collect(

@@ -1,0 +1,125 @@
+"""vidpipe with a feature switched on, measured against plain vidpipe in the same run.
+
+A camera variant merges its fields into every camera of the vidpipe config
+(``vidpipe_run.bench_config``). Run it beside ``vidpipe``::
+
+    vidpipe bench --contenders vidpipe,vidpipe-track --cameras 4 \\
+        --clips bottle-detection.mp4,one-by-one-person-detection.mp4 --repeats 4
+
+Repeats alternate the order of the contenders (ABBA), so each repeat gives one paired ratio
+``variant fps / vidpipe fps``; the report shows every pair and their median, and whether the
+variant's budget (``BUDGETS``) holds. This module must not import ``vidpipe.bench.common``
+(common imports it).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+_WHOLE = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+
+#: contender name -> fields merged into every camera's config.
+CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
+    # tracking on, two zones and two lines with every class counted: the per-frame work of a
+    # busy camera (every detection is tracked, tested against each zone and line)
+    "vidpipe-track": {
+        "tracking": {"enabled": True},
+        "zones": [
+            {"name": "whole", "coords": "normalized", "points": _WHOLE},
+            {
+                "name": "middle",
+                "coords": "normalized",
+                "points": [[0.25, 0.2], [0.75, 0.2], [0.8, 0.5], [0.75, 0.8], [0.25, 0.8]],
+            },
+        ],
+        "lines": [
+            {"name": "vertical", "coords": "normalized", "points": [[0.5, 0.0], [0.5, 1.0]]},
+            {"name": "horizontal", "coords": "normalized", "points": [[0.0, 0.5], [1.0, 0.5]]},
+        ],
+    },
+}
+
+#: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
+#: must not lower throughput by more than 5 %).
+BUDGETS: dict[str, float] = {"vidpipe-track": 0.95}
+
+LABELS: dict[str, str] = {"vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)"}
+
+
+def _fps_by_repeat(
+    doc: dict[str, Any], contender: str, clip: str, cameras: int
+) -> dict[int, float]:
+    out = {}
+    for p in doc.get("points", []):
+        s = p["spec"]
+        same = (s["contender"], s["clip_name"], s["cameras"]) == (contender, clip, cameras)
+        if same and not p.get("error") and p.get("fps"):
+            out[s["repeat"]] = float(p["fps"])
+    return out
+
+
+def variant_ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per camera variant, clip and camera count: paired fps ratios to plain vidpipe."""
+    rows = []
+    keys = sorted(
+        {(r["contender"], r["clip"], r["cameras"]) for r in doc.get("summary", [])},
+        key=lambda k: (
+            list(CAMERA_VARIANTS).index(k[0]) if k[0] in CAMERA_VARIANTS else -1,
+            *k[1:],
+        ),
+    )
+    for contender, clip, cameras in keys:
+        if contender not in CAMERA_VARIANTS:
+            continue
+        mine = _fps_by_repeat(doc, contender, clip, cameras)
+        base = _fps_by_repeat(doc, "vidpipe", clip, cameras)
+        pairs = [mine[r] / base[r] for r in sorted(mine.keys() & base.keys())]
+        ratio = statistics.median(pairs) if pairs else None
+        budget = BUDGETS.get(contender)
+        rows.append(
+            {
+                "variant": contender,
+                "clip": clip,
+                "cameras": cameras,
+                "fps": statistics.median(mine.values()) if mine else None,
+                "vidpipe_fps": statistics.median(base.values()) if base else None,
+                "ratio_repeats": [round(p, 3) for p in pairs],
+                "ratio": ratio,
+                "needed": budget,
+                "holds": None if ratio is None or budget is None else ratio >= budget,
+            }
+        )
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """The report section of the camera variants (nothing when the run has none)."""
+    rows = doc.get("variants") or variant_ratios(doc)
+    if not rows:
+        return []
+    lines = [
+        "## vidpipe variants (same run, repeats alternated)",
+        "",
+        "| variant | clip | cameras | fps | vidpipe fps | ratio per repeat | ratio (median) "
+        "| needed | result |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        result = "-" if r["holds"] is None else ("**holds**" if r["holds"] else "**missed**")
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        needed = "-" if r["needed"] is None else f"≥ {r['needed']:.2f}"
+        fps = "-" if r["fps"] is None else f"{r['fps']:.1f}"
+        base = "-" if r["vidpipe_fps"] is None else f"{r['vidpipe_fps']:.1f}"
+        lines.append(
+            f"| {r['variant']} | {r['clip']} | {r['cameras']} | {fps} | {base} | "
+            f"{', '.join(f'{v:.3f}' for v in r['ratio_repeats'])} | {ratio} | {needed} | "
+            f"{result} |"
+        )
+    lines += [
+        "",
+        "Ratio per repeat: the variant's fps over vidpipe's in the same repeat (the two run "
+        "back to back, in alternating order).",
+        "",
+    ]
+    return lines
