@@ -167,3 +167,17 @@ def test_version() -> None:
     proc = vidpipe("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("vidpipe ")
+
+
+def test_check_refuses_unknown_zone_and_line_classes(assets_dir: Path, tmp_path: Path) -> None:
+    cfg = _config(assets_dir)
+    square = [[0, 0], [10, 0], [10, 10]]
+    cfg["cameras"][0]["zones"] = [{"name": "z", "points": square, "classes": ["persn"]}]
+    cfg["cameras"][0]["lines"] = [{"name": "l", "points": [[0, 0], [9, 9]], "classes": [99]}]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = vidpipe("check", "--config", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cameras[0].zones[0].classes[0] (cam): unknown class 'persn'" in proc.stderr
+    assert "did you mean 'person'?" in proc.stderr
+    assert "cameras[0].lines[0].classes[0] (cam): class id 99 out of range 0..79" in proc.stderr

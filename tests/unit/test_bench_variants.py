@@ -1,0 +1,50 @@
+"""The camera variants of the benchmark: config merge and paired ratios to plain vidpipe."""
+
+from __future__ import annotations
+
+import pytest
+
+from vidpipe.bench.common import DEFAULT_CONTENDERS, PIPELINES, PointSpec
+from vidpipe.bench.variants import markdown, variant_ratios
+from vidpipe.bench.vidpipe_run import bench_config
+
+
+def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
+    spec = {"contender": contender, "clip_name": "belt.mp4", "cameras": 4, "repeat": repeat}
+    return {"spec": spec, "fps": fps, "cpu_ms_per_frame": cpu_ms}
+
+
+def test_tracking_variant_is_opt_in_and_configures_every_camera(tmp_path) -> None:
+    assert "vidpipe-track" in PIPELINES and "vidpipe-track" not in DEFAULT_CONTENDERS
+    spec = PointSpec("vidpipe-track", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
+                     "/m.xml", "/labels.txt")  # fmt: skip
+    cfg = bench_config(spec, tmp_path / "out.jsonl")
+    assert all(c.tracks and len(c.zones) == 2 and len(c.lines) == 2 for c in cfg.cameras)
+    plain = bench_config(PointSpec(**{**spec.to_dict(), "contender": "vidpipe"}), tmp_path / "x")
+    assert not any(c.tracks for c in plain.cameras)
+
+
+def test_ratios_pair_the_repeats_and_judge_the_budget() -> None:
+    doc = {
+        "summary": [
+            {"contender": "vidpipe", "clip": "belt.mp4", "cameras": 4},
+            {"contender": "vidpipe-track", "clip": "belt.mp4", "cameras": 4},
+        ],
+        "points": [
+            point("vidpipe", 0, 30.0, 60.0),
+            point("vidpipe-track", 0, 29.0, 62.0),
+            point("vidpipe", 1, 20.0, 60.0),  # a disturbed repeat: both sides slower
+            point("vidpipe-track", 1, 19.5, 61.0),
+            point("vidpipe-track", 2, 10.0, 90.0),  # no vidpipe point to pair with: ignored
+        ],
+    }
+    (row,) = variant_ratios(doc)
+    assert row["ratio_repeats"] == [pytest.approx(0.967, abs=1e-3), 0.975]
+    assert row["ratio"] == pytest.approx((29 / 30 + 0.975) / 2)
+    assert row["cpu_per_frame_ratio"] == pytest.approx((62 / 60 + 61 / 60) / 2)
+    assert row["holds"] is True and row["needed"] == 0.95
+    doc["points"][1]["fps"] = 25.0
+    doc["points"][3]["fps"] = 18.0
+    assert variant_ratios(doc)[0]["holds"] is False
+    text = "\n".join(markdown(doc))
+    assert "vidpipe-track | belt.mp4 | 4 |" in text and "**missed**" in text
