@@ -145,6 +145,8 @@ class VidpipeRun:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a line cut short at shutdown
+                if "latency_ms" not in rec:
+                    continue  # a zone or line event (tracking variants), not a frame
                 ts = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00")).timestamp()
                 if t0_wall <= ts <= t1_wall:
                     out.append(float(rec["latency_ms"]))
