@@ -213,3 +213,15 @@ def test_bad_zone_and_line_config_names_the_path(yaml_tail: str, expected: str) 
     with pytest.raises(ConfigError) as info:
         config(base + yaml_tail)
     assert any(expected in p for p in info.value.problems), info.value.problems
+
+
+def test_series_of_filtered_classes_exist_from_the_start() -> None:
+    line_points = "points: [[0.5, 0], [0.5, 1]]"
+    text = CONFIG.replace(line_points, line_points + "\n        classes: [car]")
+    _, _, metrics = make(text)
+    line = {"camera": "door", "line": "middle", "class": "car"}
+    for direction in ("in", "out"):
+        labels = {**line, "direction": direction}
+        assert metrics.registry.get_sample_value("vidpipe_line_crossings_total", labels) == 0.0
+    zone = {"camera": "door", "zone": "hall", "class": "person"}
+    assert metrics.registry.get_sample_value("vidpipe_zone_objects", zone) == 0.0

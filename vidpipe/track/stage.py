@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from vidpipe.config import CameraConfig, Config, ConfigError
 from vidpipe.metrics import Metrics
@@ -105,9 +105,14 @@ class CameraScene:
         self.scene: Scene | None = None
         self.zones: list[ZoneWatch] = []
         self.lines: list[LineWatch] = []
+        # known classes: their series exist from the start (rate() needs the zero)
         for zone, ids in zip(camera.zones, self._zone_classes, strict=True):
-            for cid in sorted(ids or ()):  # known classes: their series exist from the start
+            for cid in sorted(ids or ()):
                 self._zone_gauge(zone.name, cid).set(0)
+        for line, ids in zip(camera.lines, self._line_classes, strict=True):
+            for cid in sorted(ids or ()):
+                for direction in ("in", "out"):
+                    self._crossings(line.name, cid, direction)
 
     def process(self, result: FrameResult) -> FrameResult:
         """Track ids for the result's detections, and its zone and line events."""
@@ -132,12 +137,7 @@ class CameraScene:
         for line in self.lines:
             crossed = line.update(frame, update.observed, update.ended)
             for e in crossed:
-                self._metrics.line_crossings.labels(
-                    camera=result.camera,
-                    line=line.name,
-                    direction=e.direction,
-                    **{"class": e.label},
-                ).inc()
+                self._crossings(line.name, e.class_id, e.direction or "").inc()
             events += crossed
         return dataclasses.replace(
             result,
@@ -190,6 +190,14 @@ class CameraScene:
     def _zone_gauge(self, zone: str, cid: int) -> Gauge:
         return self._metrics.zone_objects.labels(
             camera=self.camera.name, zone=zone, **{"class": _label(self._labels, cid)}
+        )
+
+    def _crossings(self, line: str, cid: int, direction: str) -> Counter:
+        return self._metrics.line_crossings.labels(
+            camera=self.camera.name,
+            line=line,
+            direction=direction,
+            **{"class": _label(self._labels, cid)},
         )
 
     def _set_zone_gauges(self, zone: ZoneWatch, before: dict[int, int]) -> None:

@@ -169,9 +169,9 @@ class ZoneWatch:
         return [self._leave(frame, tid, "reset") for tid in list(self._inside)]
 
     def counts(self) -> dict[int, int]:
-        """Tracks inside now, per class id."""
+        """Tracks inside now, per class id (a snapshot: the live view may call it anytime)."""
         out: dict[int, int] = {}
-        for item in self._inside.values():
+        for item in list(self._inside.values()):
             out[item.class_id] = out.get(item.class_id, 0) + 1
         return out
 
