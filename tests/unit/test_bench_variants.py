@@ -11,7 +11,15 @@ from vidpipe.bench.vidpipe_run import bench_config
 
 def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
     spec = {"contender": contender, "clip_name": "belt.mp4", "cameras": 4, "repeat": repeat}
-    return {"spec": spec, "fps": fps, "cpu_ms_per_frame": cpu_ms}
+    # the postprocess thread: 1 ms per frame in vidpipe, 3 ms with tracking
+    post_ms = 3.0 if contender == "vidpipe-track" else 1.0
+    threads = {"vidpipe-postprocess": post_ms * fps / 10.0, "native": 180.0}
+    return {
+        "spec": spec,
+        "fps": fps,
+        "cpu_ms_per_frame": cpu_ms,
+        "info": {"thread_cpu_percent": threads},
+    }
 
 
 def test_tracking_variant_is_opt_in_and_configures_every_camera(tmp_path) -> None:
@@ -43,6 +51,8 @@ def test_ratios_pair_the_repeats_and_judge_the_budget() -> None:
     assert row["ratio"] == pytest.approx((29 / 30 + 0.975) / 2)
     assert row["cpu_per_frame_ratio"] == pytest.approx((62 / 60 + 61 / 60) / 2)
     assert row["holds"] is True and row["needed"] == 0.95
+    assert (row["postprocess_ms"], row["variant_postprocess_ms"]) == pytest.approx((1.0, 3.0))
+    assert row["cpu_bound_ratio"] == pytest.approx(1 / (1 + 2.0 / 60.0))
     doc["points"][1]["fps"] = 25.0
     doc["points"][3]["fps"] = 18.0
     assert variant_ratios(doc)[0]["holds"] is False
