@@ -16,18 +16,19 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
 from vidpipe.config import Config
 from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
+from vidpipe.health import Health
 from vidpipe.metrics import Metrics
 from vidpipe.model import camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks import SinkPool, build_sinks
 from vidpipe.types import Frame
+from vidpipe.web import RouteInstaller, WebServer, build_app
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class Daemon:
         self.workers: dict[str, CaptureWorker] = {}
         self.engine: Engine | None = None
         self.sinks: SinkPool | None = None
-        self.metrics_port: int | None = None
-        self._metrics_server: Any = None
+        self.health = Health(stall_after_s=max(30.0, 4 * cfg.capture.stall_timeout_s))
+        # features (live view, ...) append route installers before start()
+        self.web_installers: list[RouteInstaller] = []
+        self.http_port: int | None = None
+        self._web: WebServer | None = None
         self._signals = 0
 
     # ------------------------------------------------------------------ start-up
@@ -65,11 +69,16 @@ class Daemon:
             desc.get("optimal_requests", "?"),
             desc.get("input", "?"),
         )
-        if cfg.metrics.enabled:
-            self._metrics_server, self.metrics_port = self.metrics.serve(
-                cfg.metrics.host, cfg.metrics.port
+        if cfg.http.enabled:
+            app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)
+            self._web = WebServer(app, cfg.http.host, cfg.http.port)
+            self.http_port = self._web.start()
+            log.info(
+                "HTTP on http://%s:%d (/metrics, /healthz, /readyz)%s",
+                cfg.http.host,
+                self.http_port,
+                ", bearer token required" if cfg.http.token else "",
             )
-            log.info("metrics on http://%s:%d/metrics", cfg.metrics.host, self.metrics_port)
         self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
         self.sinks.start()
         spec = loaded.backend.input_spec
@@ -88,12 +97,14 @@ class Daemon:
         )
         for name, r in rules.items():
             self.engine.set_rules(name, r)
+        self.health.attach(self._progress)
         self.engine.start(self.hub)
         configure_ffmpeg_env()
         for cam in cfg.cameras:
             if cam.enabled:
                 self._start_camera(cam.name)
         log.info("started %d camera(s)", len(self.workers))
+        self.health.set_ready()
 
     def _start_camera(self, name: str) -> None:
         cam = next(c for c in self.cfg.cameras if c.name == name)
@@ -107,6 +118,12 @@ class Daemon:
         worker = CaptureWorker(cam, self.cfg.capture, box, cm)
         self.workers[name] = worker
         worker.start()
+
+    def _progress(self) -> tuple[float, int]:
+        """Health probe: last completion time, frames in flight or waiting in mailboxes."""
+        assert self.engine is not None
+        last, unfinished = self.engine.progress()
+        return last, unfinished + self.hub.pending()
 
     # ------------------------------------------------------------------ running
 
@@ -136,6 +153,7 @@ class Daemon:
         """Stop in pipeline order within ``shutdown_timeout_s``. True if nothing was lost."""
         deadline = time.monotonic() + self.cfg.shutdown_timeout_s
         clean = True
+        self.health.set_stopping()
         for w in self.workers.values():
             w.stop()
         for name, w in self.workers.items():
@@ -153,8 +171,8 @@ class Daemon:
             left = self.sinks.close(max(0.1, deadline - time.monotonic()))
             if any(left.values()):
                 clean = False
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
+        if self._web is not None:
+            self._web.stop()
         log.info("stopped%s", "" if clean else " (some results were not written)")
         return clean
 

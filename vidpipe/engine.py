@@ -212,6 +212,7 @@ class Engine:
                 self.metrics.camera(completion.tag.frame.camera).drop("inference_error")
             finally:
                 self._depth.release()
+                self.last_completion = time.monotonic()
                 with self._idle:
                     self._unfinished -= 1
                     self.completed += 1
@@ -263,6 +264,10 @@ class Engine:
             inc(self.labels[cid] if 0 <= cid < len(self.labels) else str(cid), n)
 
     # ------------------------------------------------------------------ shutdown
+
+    def progress(self) -> tuple[float, int]:
+        """(monotonic time of the last completion, frames submitted but not finished)."""
+        return self.last_completion, self._unfinished
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every submitted frame has been postprocessed and handed on."""

@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import start_http_server
 
 from vidpipe.types import CameraState
 
@@ -155,8 +154,3 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
-
-    def serve(self, host: str, port: int) -> tuple[object, int]:
-        """Start the /metrics HTTP server; returns (server, bound port)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        return server, int(server.server_port)

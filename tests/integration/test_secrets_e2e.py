@@ -32,7 +32,7 @@ def test_credentials_appear_nowhere(assets_dir: Path, tmp_path: Path, run_daemon
                 "labels": str(assets_dir / "models" / "coco80.txt"),
             },
             "logging": {"level": "DEBUG"},
-            "metrics": {"port": port},
+            "http": {"port": port},
             "capture": {"backoff_initial_s": 0.2, "backoff_max_s": 1.0},
             "sinks": [{"type": "jsonl", "path": str(out)}],
             "cameras": [
