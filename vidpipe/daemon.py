@@ -99,7 +99,7 @@ class Daemon:
             self.engine.set_rules(name, r)
         self.health.attach(self._progress)
         self.engine.start(self.hub)
-        configure_ffmpeg_env()
+        configure_ffmpeg_env(cfg.capture.analyze_duration_ms)
         for cam in cfg.cameras:
             if cam.enabled:
                 self._start_camera(cam.name)
