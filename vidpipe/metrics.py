@@ -7,6 +7,7 @@ benchmark harness) can live in one process. Hot paths use the per-camera childre
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -154,3 +155,14 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
+
+    def forget_camera(self, name: str) -> None:
+        """Remove a removed camera's gauges (no stale "down" series); counters stay."""
+        with self._lock:
+            self._cameras.pop(name, None)
+        for series, labels in [
+            (self.camera_up, (name,)),
+            *((self.camera_state, (name, s.value)) for s in CameraState),
+        ]:
+            with contextlib.suppress(KeyError):  # never set, or already removed
+                series.remove(*labels)
