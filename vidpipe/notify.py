@@ -169,7 +169,8 @@ class Reporter:
         self.health = health
         self.status = status
         self.interval_s = interval_s
-        self.pings = 0
+        self.pings = 0  # WATCHDOG=1 sent
+        self.ticks = 0  # health checks done
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,6 +197,7 @@ class Reporter:
     def tick(self) -> None:
         """One check: ping (if due and healthy) and refresh the status line."""
         verdict = self.health.check()
+        self.ticks += 1
         if verdict.ok:
             if not self._was_ok:
                 log.warning("inference progresses again: %s", verdict.reason)
