@@ -239,7 +239,8 @@ class Daemon:
         self._rate.retire(old.completed)
         self.engine = engine
         engine.start(self.hub)
-        old.stop_scheduler()
+        if not old.stop_taking(self.cfg.shutdown_timeout_s):
+            log.error("the previous scheduler did not stop; its frame in hand may be dropped")
         if not old.close(self.cfg.shutdown_timeout_s):
             log.error(
                 "the previous inference pool did not drain in %.0f s", self.cfg.shutdown_timeout_s

@@ -33,7 +33,6 @@ class CameraMetrics:
 
     captured: Counter
     inferred: Counter
-    up: Gauge
     reconnects: Counter
     e2e_latency: Histogram
     dropped: dict[str, Counter]
@@ -51,7 +50,11 @@ class CameraMetrics:
             self.metrics.camera_state.labels(camera=self.name, state=s.value).set(
                 1 if s is state else 0
             )
-        self.up.set(1 if state is CameraState.STREAMING else 0)
+        # looked up here, not bound once: the gauges exist only while the camera runs (a
+        # removed camera's in-flight frames must not bring back a stale "down" series)
+        self.metrics.camera_up.labels(camera=self.name).set(
+            1 if state is CameraState.STREAMING else 0
+        )
 
     def detections(self, class_name: str, n: int) -> None:
         self.metrics.detections.labels(camera=self.name, **{"class": class_name}).inc(n)
@@ -144,7 +147,6 @@ class Metrics:
                 cm = CameraMetrics(
                     captured=self.frames_captured.labels(camera=name),
                     inferred=self.frames_inferred.labels(camera=name),
-                    up=self.camera_up.labels(camera=name),
                     reconnects=self.camera_reconnects.labels(camera=name),
                     e2e_latency=self.e2e_latency.labels(camera=name),
                     dropped={
