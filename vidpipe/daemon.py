@@ -74,6 +74,8 @@ class Daemon:
         self._boxes: dict[str, Mailbox] = {}
         self._loaded: LoadedModel | None = None
         self._rate = _RateMeter()
+        # frames counted by engines that a reload replaced: (submitted, completed, delivered)
+        self._retired = (0, 0, 0)
 
     # ------------------------------------------------------------------ start-up
 
@@ -236,7 +238,6 @@ class Daemon:
         assert old is not None
         self.metrics.inference_info.clear()  # the new engine sets its own series
         engine = self._new_engine(self.cfg, loaded, rules)
-        self._rate.retire(old.completed)
         self.engine = engine
         engine.start(self.hub)
         if not old.stop_taking(self.cfg.shutdown_timeout_s):
@@ -245,6 +246,8 @@ class Daemon:
             log.error(
                 "the previous inference pool did not drain in %.0f s", self.cfg.shutdown_timeout_s
             )
+        r = self._retired
+        self._retired = (r[0] + old.submitted, r[1] + old.completed, r[2] + old.delivered)
         log.info("inference pool rebuilt: %s", loaded.backend.description.get("model", "?"))
 
     def _stop_camera(self, name: str, timeout_s: float, forget: bool) -> None:
@@ -276,11 +279,21 @@ class Daemon:
         log.info("reload applied: %s", diff.summary())
         return True
 
+    def _engine_totals(self) -> tuple[int, int, int]:
+        """Frames submitted, completed, delivered: every engine of this run, summed."""
+        e = self.engine
+        now = (e.submitted, e.completed, e.delivered) if e is not None else (0, 0, 0)
+        return (
+            self._retired[0] + now[0],
+            self._retired[1] + now[1],
+            self._retired[2] + now[2],
+        )
+
     def status_line(self) -> str:
         """One line for systemd's STATUS: "7/8 cameras streaming, 96 fps"."""
         workers = list(self.workers.values())
         streaming = sum(1 for w in workers if w.state is CameraState.STREAMING)
-        fps = self._rate.rate(self.engine.completed if self.engine is not None else 0)
+        fps = self._rate.rate(self._engine_totals()[1])
         prefix = f"shard {self.shard}: " if self.shard is not None else ""
         return f"{prefix}{streaming}/{len(workers)} cameras streaming, {fps:.0f} fps"
 
@@ -319,6 +332,7 @@ class Daemon:
         engine, sinks = self.engine, self.sinks
         if engine is None or sinks is None:
             return
+        submitted, completed, delivered = self._engine_totals()  # across pool rebuilds
         per_sink = ", ".join(
             f"{name}: {c['written']} written, {c['errors']} failed, {c['dropped']} dropped"
             for name, c in sinks.counts().items()
@@ -326,26 +340,21 @@ class Daemon:
         log.info(
             "accounting: %d frame(s) entered inference, %d finished, %d result(s) handed to "
             "sinks (%s)",
-            engine.submitted,
-            engine.completed,
-            engine.delivered,
+            submitted,
+            completed,
+            delivered,
             per_sink or "no sinks",
         )
 
 
 class _RateMeter:
-    """Completions per second between two calls (across inference pool rebuilds)."""
+    """Completions per second between two calls."""
 
     def __init__(self) -> None:
-        self._retired = 0
         self._last = (time.monotonic(), 0)
 
-    def retire(self, completed: int) -> None:
-        """An engine is being replaced: keep its count."""
-        self._retired += completed
-
-    def rate(self, completed: int) -> float:
-        now, total = time.monotonic(), self._retired + completed
+    def rate(self, total: int) -> float:
+        now = time.monotonic()
         then, before = self._last
         self._last = (now, total)
         return (total - before) / (now - then) if now > then else 0.0

@@ -18,6 +18,7 @@ import yaml
 
 from tests.integration.conftest import free_port, scrape, wait_for
 from tests.integration.test_daemon_e2e import read_jsonl, sample
+from tests.integration.test_pipeline_faults import ACCOUNTING
 from tests.rtsp import RtspServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -163,6 +164,11 @@ def test_sighup_applies_only_the_difference(
     assert code == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     rows = read_jsonl(out)
+    # nothing that entered inference was lost, across both engines of the pool rebuild
+    acc = ACCOUNTING.search(log)
+    assert acc, log[-2000:]
+    entered, finished, handed, written, failed, dropped = map(int, acc.groups())
+    assert entered == finished == handed == written == len(rows) and not failed and not dropped
     by_cam = seqs(rows)
     f = by_cam["f"]
     # requests complete out of order, so compare as a set: every frame, none twice
