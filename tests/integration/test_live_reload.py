@@ -155,9 +155,30 @@ def test_sighup_applies_only_the_difference(
         daemon.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "reload rejected" in daemon.log(), 60, "the rejection")
         assert "cameras[0].urll" in daemon.log()
+        # a model that does not exist, and a class filter the model does not know (with a
+        # camera password that must stay out of the log): rejected before anything changes
+        write_config(
+            config_path,
+            {**base, "model": {**base["model"], "path": str(tmp_path / "missing.onnx")}},
+        )
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: daemon.log().count("reload rejected") == 2, 60, "the model rejection")
+        assert "missing.onnx" in daemon.log()
+        secret_url = server.url("cam-d", user="viewer", password="s3cret-Pass-77")
+        write_config(
+            config_path,
+            {**base, "cameras": [{"name": "cam-x", "url": secret_url, "classes": ["unicorn"]}]},
+        )
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: daemon.log().count("reload rejected") == 3, 60, "the class rejection")
+        assert "cameras[0].classes[0] (cam-x): unknown class 'unicorn'" in daemon.log()
+        assert "s3cret-Pass-77" not in daemon.log()
         c_now = count("cam-c")
         wait_for(lambda: count("cam-c") >= c_now + 10, 60, "c to keep streaming")
-        assert sample(scrape(port), "vidpipe_camera_up", camera="cam-d") == 1
+        text = scrape(port)
+        assert sample(text, "vidpipe_camera_up", camera="cam-d") == 1
+        assert sample(text, "vidpipe_camera_up", camera="cam-x") is None
+        assert sample(text, "vidpipe_pool_size") == 1  # the rebuilt pool, not the missing model
 
         code = daemon.terminate(60)
     log = daemon.log()
