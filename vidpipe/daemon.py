@@ -377,7 +377,9 @@ def run(
     daemon.install_signal_handlers()
     try:
         daemon.start()
-    except BaseException:
+    except BaseException as exc:
+        # no READY=1: systemd fails the start; the reason shows in `systemctl status`
+        notifier.status(f"start-up failed: {redact.redact_text(str(exc)) or type(exc).__name__}")
         daemon.stop_event.set()
         daemon.shutdown()
         raise

@@ -53,6 +53,29 @@ def test_alert_rules_cover_the_required_cases(repo_root: Path) -> None:
         assert what in titles, what
 
 
+def test_dashboard_is_well_formed(repo_root: Path) -> None:
+    dash = json.loads((repo_root / "deploy/grafana/vidpipe-dashboard.json").read_text())
+    panels = dash["panels"]
+    assert len({p["id"] for p in panels}) == len(panels), "panel ids must be unique"
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        mine = {
+            (x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])
+        }
+        assert not cells & mine, f"{p['title']} overlaps another panel"
+        cells |= mine
+        assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+        if p["type"] == "heatmap":
+            assert all(t.get("format") == "heatmap" for t in p["targets"]), p["title"]
+            assert all("_bucket" in t["expr"] for t in p["targets"]), p["title"]
+    names = {v["name"] for v in dash["templating"]["list"]}
+    assert names == {"datasource", "instance", "camera"}
+    used = {m for q in dashboard_queries(repo_root) for m in ("$instance", "$camera") if m in q}
+    assert used == {"$instance", "$camera"}
+
+
 # ------------------------------------------------------------------------------ Kubernetes
 
 K8S = Path("deploy/kubernetes")

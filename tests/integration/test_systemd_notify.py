@@ -213,3 +213,29 @@ def test_hung_inference_pool_stops_watchdog_pings(assets_dir: Path, tmp_path: Pa
             clean = daemon.shutdown()
             listener.close()
     assert clean
+
+
+def test_no_ready_when_the_http_port_cannot_be_bound(
+    assets_dir: Path, tmp_path: Path, run_daemon: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listener = NotifyListener(tmp_path / "notify.sock")
+    monkeypatch.setenv("NOTIFY_SOCKET", listener.path)
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    try:
+        daemon = run_daemon(
+            {
+                "model": model_section(assets_dir),
+                "http": {"port": busy.getsockname()[1]},
+                "cameras": [],
+            }
+        )
+        code = daemon.proc.wait(120)
+        wait_for(lambda: listener.statuses(), 10, "a STATUS line")
+    finally:
+        busy.close()
+        listener.close()
+    assert code != 0
+    assert listener.index("READY=1") is None, listener.messages
+    assert listener.statuses()[0].startswith("start-up failed: "), listener.statuses()
