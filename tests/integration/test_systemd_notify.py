@@ -203,11 +203,15 @@ def test_hung_inference_pool_stops_watchdog_pings(assets_dir: Path, tmp_path: Pa
                 wait_for(lambda: reporter.ticks >= ticks + 8, 30, "four more intervals")
                 assert listener.count("WATCHDOG=1") == frozen_pings, "pinged while hung"
                 assert any(s.startswith("stalled: no inference") for s in listener.statuses())
+                # the container HEALTHCHECK and the liveness probe see the same verdict
+                assert daemon.http_port is not None
+                assert http_status(daemon.http_port, "/healthz") == 503
             wait_for(
                 lambda: listener.count("WATCHDOG=1") > frozen_pings,
                 60,
                 "pings to resume once inference completes again",
             )
+            assert http_status(daemon.http_port, "/healthz") == 200
         finally:
             reporter.stop()
             clean = daemon.shutdown()
