@@ -90,6 +90,7 @@ class Engine:
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self._stop_taking = threading.Event()  # see stop_taking()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Condition()
         # Per camera: seqs submitted and not yet handed on, in submission order, and the
@@ -100,6 +101,7 @@ class Engine:
         self._unfinished = 0
         self.submitted = 0
         self.completed = 0
+        self.delivered = 0  # results handed to on_result (the postprocess thread counts)
         self.last_completion = time.monotonic()
         metrics.pool_size.set(backend.capacity)
         metrics.inflight.set_function(backend.in_flight)
@@ -133,7 +135,7 @@ class Engine:
         self._threads.append(t)
 
     def _schedule_loop(self, hub: FrameHub) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._stop_taking.is_set():
             frame = hub.take(_POLL_S)
             if frame is not None:
                 try:
@@ -141,6 +143,16 @@ class Engine:
                 except Exception:
                     log.exception("scheduler failed to submit a frame of %s", frame.camera)
                     self.metrics.camera(frame.camera).drop("inference_error")
+
+    def stop_taking(self, timeout_s: float) -> bool:
+        """Stop taking frames from the hub, but submit the one already taken: a pool rebuild
+        hands the hub to a new engine without losing a frame. True if the scheduler ended."""
+        self._stop_taking.set()
+        for t in self._threads:
+            if t.name == "vidpipe-scheduler":
+                t.join(timeout_s)
+                return not t.is_alive()
+        return True
 
     def stop_scheduler(self) -> None:
         """Stop taking new frames (in-flight work continues)."""
@@ -231,6 +243,7 @@ class Engine:
                 self._hand_on(frame.camera, frame.seq, result)
             finally:
                 self._depth.release()
+                self.last_completion = time.monotonic()
                 with self._idle:
                     self._unfinished -= 1
                     self.completed += 1
@@ -252,6 +265,8 @@ class Engine:
                 self.on_result(item)
             except Exception:
                 log.exception("handing on a result of %s failed", camera)
+            else:
+                self.delivered += 1
 
     def _postprocess(self, completion: Completion) -> FrameResult | None:
         ticket: _Ticket = completion.tag
@@ -300,6 +315,10 @@ class Engine:
             inc(self.labels[cid] if 0 <= cid < len(self.labels) else str(cid), n)
 
     # ------------------------------------------------------------------ shutdown
+
+    def progress(self) -> tuple[float, int]:
+        """(monotonic time of the last completion, frames submitted but not finished)."""
+        return self.last_completion, self._unfinished
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every submitted frame has been postprocessed and handed on."""

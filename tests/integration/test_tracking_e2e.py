@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import free_port, scrape, wait_for
+from tests.integration.conftest import free_port, metric, scrape, scrape_soon, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -42,29 +42,15 @@ CROSSINGS_SEEN = (190, 440, 690, 860, 1188, 1350)
 SLACK_FRAMES = 10
 
 
-def metric(text: str, name: str, **labels: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def all_frames_accounted(port: int) -> bool:
     """The file ended and every decoded frame was inferred, decimated or dropped."""
-    try:
-        text = scrape(port)
-    except OSError:  # not listening yet: the model is still compiling
-        return False
+    text = scrape_soon(port)  # "" while the model is still compiling
     cam = {"camera": "walkway"}
     if metric(text, "vidpipe_camera_state", **cam, state="stopped") != 1:
         return False
     captured = metric(text, "vidpipe_frames_captured_total", **cam)
     inferred = metric(text, "vidpipe_frames_inferred_total", **cam)
-    dropped = sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("vidpipe_frames_dropped_total{") and 'camera="walkway"' in line
-    )
+    dropped = metric(text, "vidpipe_frames_dropped_total", **cam)  # every reason
     return captured == 1394 and inferred + dropped == captured
 
 
@@ -77,7 +63,7 @@ def test_walkway_line_counts_six_people_leaving(assets_dir: Path, tmp_path: Path
                 "path": str(assets_dir / "models" / "yolox_nano.onnx"),
                 "labels": str(assets_dir / "models" / "coco80.txt"),
             },
-            "metrics": {"port": port},
+            "http": {"port": port},
             "sinks": [{"type": "jsonl", "path": str(out)}],
             "cameras": [
                 {

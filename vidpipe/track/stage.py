@@ -8,6 +8,7 @@ is passed on without track ids and counted in ``vidpipe_tracking_errors_total``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import logging
@@ -105,14 +106,35 @@ class CameraScene:
         self.scene: Scene | None = None
         self.zones: list[ZoneWatch] = []
         self.lines: list[LineWatch] = []
-        # known classes: their series exist from the start (rate() needs the zero)
-        for zone, ids in zip(camera.zones, self._zone_classes, strict=True):
+        self._zone_series: set[tuple[str, str]] = set()  # (zone, class) gauges set so far
+
+    def same_setup(self, other: CameraScene) -> bool:
+        """Whether ``other`` tracks with the same settings, zones, lines and classes."""
+        mine, theirs = self.camera, other.camera
+        return (mine.tracking, mine.zones, mine.lines, self._zone_classes, self._line_classes) == (
+            theirs.tracking,
+            theirs.zones,
+            theirs.lines,
+            other._zone_classes,
+            other._line_classes,
+        ) and self._labels == other._labels
+
+    def activate(self) -> None:
+        """Create the series of the classes known in advance (``rate()`` needs the zero)."""
+        for zone, ids in zip(self.camera.zones, self._zone_classes, strict=True):
             for cid in sorted(ids or ()):
                 self._zone_gauge(zone.name, cid).set(0)
-        for line, ids in zip(camera.lines, self._line_classes, strict=True):
+        for line, ids in zip(self.camera.lines, self._line_classes, strict=True):
             for cid in sorted(ids or ()):
                 for direction in ("in", "out"):
                     self._crossings(line.name, cid, direction)
+
+    def retire(self) -> None:
+        """Remove this scene's zone gauges (a reload replaced it); counters stay."""
+        for zone, label in list(self._zone_series):
+            with contextlib.suppress(KeyError):
+                self._metrics.zone_objects.remove(self.camera.name, zone, label)
+        self._zone_series.clear()
 
     def process(self, result: FrameResult) -> FrameResult:
         """Track ids for the result's detections, and its zone and line events."""
@@ -188,8 +210,10 @@ class CameraScene:
         return events
 
     def _zone_gauge(self, zone: str, cid: int) -> Gauge:
+        label = _label(self._labels, cid)
+        self._zone_series.add((zone, label))
         return self._metrics.zone_objects.labels(
-            camera=self.camera.name, zone=zone, **{"class": _label(self._labels, cid)}
+            camera=self.camera.name, zone=zone, **{"class": label}
         )
 
     def _crossings(self, line: str, cid: int, direction: str) -> Counter:
@@ -225,6 +249,28 @@ class TrackingStage:
         self._on_result = on_result
         self._metrics = metrics
         self._last_error_log: dict[str, float] = {}
+        for scene in scenes.values():
+            scene.activate()
+
+    def replace_scenes(self, scenes: dict[str, CameraScene]) -> None:
+        """Switch to a reloaded config's scenes (from another thread than ``__call__``).
+
+        A camera whose tracking, zones, lines and classes did not change keeps its scene, and so
+        its tracks and zone occupants; the others start afresh. The dict is swapped in one
+        assignment, so the postprocess thread sees either the old or the new set.
+        """
+        merged: dict[str, CameraScene] = {}
+        for name, scene in scenes.items():
+            old = self.scenes.get(name)
+            if old is not None and old.same_setup(scene):
+                merged[name] = old
+            else:
+                scene.activate()
+                merged[name] = scene
+        for name, old in self.scenes.items():
+            if merged.get(name) is not old:
+                old.retire()
+        self.scenes = merged
 
     def __call__(self, result: FrameResult) -> None:
         scene = self.scenes.get(result.camera)
@@ -246,7 +292,7 @@ def build_scenes(
     camera_class_ids: dict[str, frozenset[int] | None],
     metrics: Metrics,
 ) -> dict[str, CameraScene]:
-    """A ``CameraScene`` per enabled camera that tracks.
+    """A ``CameraScene`` per enabled camera that tracks (no metric is touched yet).
 
     Args:
         cfg: the whole config.
@@ -257,8 +303,8 @@ def build_scenes(
     Raises:
         ConfigError: listing every bad class name of every zone and line, with its YAML path.
     """
-    scenes: dict[str, CameraScene] = {}
     problems: list[str] = []
+    plans: list[tuple[CameraConfig, dict[str, list[frozenset[int] | None]]]] = []
     for i, cam in enumerate(cfg.cameras):
         if not cam.enabled or not cam.tracks:
             continue
@@ -275,10 +321,7 @@ def build_scenes(
                     resolved[kind].append(resolve_classes(classes, path, cam.name, labels, own))
                 except ConfigError as exc:
                     problems += exc.problems
-        if not problems:
-            scenes[cam.name] = CameraScene(
-                cam, resolved["zones"], resolved["lines"], labels, metrics
-            )
+        plans.append((cam, resolved))
     if problems:
         raise ConfigError(problems)
-    return scenes
+    return {cam.name: CameraScene(cam, r["zones"], r["lines"], labels, metrics) for cam, r in plans}

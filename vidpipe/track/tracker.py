@@ -91,7 +91,9 @@ class CameraTracker:
                 frames).
             epoch: the frame's stream epoch; a change resets the tracker.
         """
-        reset = self._tracker is not None and epoch != self._epoch
+        # a new epoch is a new stream; so is a seq that went back (a restarted capture)
+        went_back = self._last_seq is not None and seq < self._last_seq
+        reset = self._tracker is not None and (epoch != self._epoch or went_back)
         ended: frozenset[int] = frozenset()
         if reset:
             ended = frozenset(self._alive)
