@@ -225,3 +225,32 @@ def test_series_of_filtered_classes_exist_from_the_start() -> None:
         assert metrics.registry.get_sample_value("vidpipe_line_crossings_total", labels) == 0.0
     zone = {"camera": "door", "zone": "hall", "class": "person"}
     assert metrics.registry.get_sample_value("vidpipe_zone_objects", zone) == 0.0
+
+
+def test_reload_keeps_tracks_of_unchanged_cameras_and_restarts_changed_ones() -> None:
+    stage, out, metrics = make()
+    for seq in range(5):
+        stage(result(seq, [(20, 100, 50, 180)]))
+    old_scene, old_id = stage.scenes["door"], int(out[-1].detections.tracker_id[0])
+    gauge = {"camera": "door", "zone": "hall", "class": "person"}
+    assert sample(metrics, "vidpipe_zone_objects", **gauge) == 1
+
+    same = build_scenes(config(), LABELS, {"door": None, "plain": None}, metrics)
+    stage.replace_scenes(same)  # a reload that did not touch this camera's scene
+    assert stage.scenes["door"] is old_scene
+    stage(result(5, [(20, 100, 50, 180)]))
+    assert int(out[-1].detections.tracker_id[0]) == old_id
+
+    smaller = CONFIG.replace("0.5, 0], [0.5, 1], [0, 1]", "0.4, 0], [0.4, 1], [0, 1]")
+    moved = build_scenes(config(smaller), LABELS, {}, metrics)
+    stage.replace_scenes(moved)  # the zone changed: a fresh scene, the old series removed
+    assert stage.scenes["door"] is not old_scene
+    assert metrics.registry.get_sample_value("vidpipe_zone_objects", gauge) == 0.0  # re-created
+    for seq in range(6, 10):
+        stage(result(seq, [(20, 100, 50, 180)]))
+    assert sample(metrics, "vidpipe_zone_objects", **gauge) == 1
+
+    stage.replace_scenes({})  # tracking removed from every camera
+    assert metrics.registry.get_sample_value("vidpipe_zone_objects", gauge) is None
+    stage(result(10, [(20, 100, 50, 180)]))
+    assert out[-1].detections.tracker_id is None

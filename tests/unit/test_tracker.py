@@ -103,3 +103,11 @@ def test_classes_do_not_share_a_track() -> None:
     a = int(t.update(dets(walker(0, 0), class_id=0), 0, 0).tracker_id[0])
     b = int(t.update(dets(walker(0, 1), class_id=2), 1, 0).tracker_id[0])
     assert a > 0 and b > 0 and a != b
+
+
+def test_a_seq_that_goes_back_is_a_new_stream() -> None:
+    t = tracker()
+    for s in range(100, 110):
+        old = int(t.update(dets(walker(0, s)), s, 5).tracker_id[0])
+    up = t.update(dets(walker(0, 0)), 0, 5)  # same epoch number, seq restarted
+    assert up.reset and up.ended == {old}

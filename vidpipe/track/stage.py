@@ -262,14 +262,13 @@ class TrackingStage:
         merged: dict[str, CameraScene] = {}
         for name, scene in scenes.items():
             old = self.scenes.get(name)
-            if old is not None and old.same_setup(scene):
-                merged[name] = old
-            else:
-                scene.activate()
-                merged[name] = scene
+            merged[name] = old if old is not None and old.same_setup(scene) else scene
         for name, old in self.scenes.items():
             if merged.get(name) is not old:
-                old.retire()
+                old.retire()  # first: a new scene may reuse the same series
+        for name, scene in merged.items():
+            if self.scenes.get(name) is not scene:
+                scene.activate()
         self.scenes = merged
 
     def __call__(self, result: FrameResult) -> None:
