@@ -228,7 +228,9 @@ class Daemon:
             raise
         self.cfg = effective_config(old, new_cfg)
         assert self.tracking is not None
-        self.tracking.replace_scenes(scenes)  # unchanged cameras keep their tracks
+        changed = self.tracking.replace_scenes(scenes)  # unchanged cameras keep their tracks
+        if changed:
+            log.info("tracking, zones or lines replaced on: %s", ", ".join(changed))
         if loaded is not None:
             self._swap_engine(loaded, rules)
         else:

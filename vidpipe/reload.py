@@ -7,6 +7,8 @@ a gap in their frame sequence:
 * a camera that is gone (or disabled) stops; its frames already in inference finish;
 * a camera whose settings changed restarts alone; so does every camera when the shared
   ``capture:`` defaults change;
+* a change to a camera's ``tracking``, ``zones`` or ``lines`` alone restarts nothing: the
+  camera's tracking scene is replaced (its tracks start afresh);
 * a change to ``model:``, ``inference:`` or ``scheduler:`` rebuilds the inference pool
   (the old one drains while the new one takes over);
 * ``shutdown_timeout_s`` applies at once;
@@ -28,6 +30,11 @@ _ENGINE_SECTIONS = ("model", "inference", "scheduler")
 def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
     """The enabled cameras this process runs, by name, in config order."""
     return {c.name: c for c in cfg.cameras if c.enabled and (shard is None or shard.owns(c.name))}
+
+
+def _restart_part(cam: CameraConfig) -> CameraConfig:
+    """The camera without tracking, zones and lines: changing those needs no restart."""
+    return cam.model_copy(update={"tracking": None, "zones": [], "lines": []})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +76,11 @@ def diff_configs(old: Config, new: Config, shard: Shard | None = None) -> Config
     """What changes when the running ``old`` config is replaced by ``new``."""
     before, after = active_cameras(old, shard), active_cameras(new, shard)
     capture_changed = old.capture != new.capture
-    restart = tuple(n for n in after if n in before and (capture_changed or before[n] != after[n]))
+    restart = tuple(
+        n
+        for n in after
+        if n in before and (capture_changed or _restart_part(before[n]) != _restart_part(after[n]))
+    )
     return ConfigDiff(
         start=tuple(n for n in after if n not in before),
         stop=tuple(n for n in before if n not in after),

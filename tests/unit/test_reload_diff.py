@@ -87,3 +87,14 @@ def test_http_port_override() -> None:
     assert with_http_port(cfg([A]), None).http.port == 9108
     with pytest.raises(ConfigError, match="--http-port"):
         with_http_port(cfg([A]), 70000)
+
+
+def test_editing_zones_lines_or_tracking_restarts_no_camera() -> None:
+    line = {"name": "door", "points": [[0, 0], [5, 5]]}
+    old = cfg([A, B])
+    new = cfg([{**A, "lines": [line], "tracking": {"max_lost_frames": 30}}, B])
+    d = diff_configs(old, new)
+    assert d.restart == () and d.keep == ("a", "b")
+    # the same edit together with a capture setting still restarts that camera
+    moved = cfg([{**A, "lines": [line], "url": "rtsp://h/a2"}, B])
+    assert diff_configs(old, moved).restart == ("a",)

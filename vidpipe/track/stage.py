@@ -252,12 +252,16 @@ class TrackingStage:
         for scene in scenes.values():
             scene.activate()
 
-    def replace_scenes(self, scenes: dict[str, CameraScene]) -> None:
+    def replace_scenes(self, scenes: dict[str, CameraScene]) -> list[str]:
         """Switch to a reloaded config's scenes (from another thread than ``__call__``).
 
         A camera whose tracking, zones, lines and classes did not change keeps its scene, and so
-        its tracks and zone occupants; the others start afresh. The dict is swapped in one
-        assignment, so the postprocess thread sees either the old or the new set.
+        its tracks and zone occupants; the others start afresh (tracks inside a replaced zone
+        get no ``leave``). The dict is swapped in one assignment, so the postprocess thread
+        sees either the old or the new set.
+
+        Returns:
+            The cameras whose scene was added, replaced or removed.
         """
         merged: dict[str, CameraScene] = {}
         for name, scene in scenes.items():
@@ -266,10 +270,14 @@ class TrackingStage:
         for name, old in self.scenes.items():
             if merged.get(name) is not old:
                 old.retire()  # first: a new scene may reuse the same series
+        changed = [n for n in self.scenes if merged.get(n) is not self.scenes[n]]
         for name, scene in merged.items():
             if self.scenes.get(name) is not scene:
                 scene.activate()
+                if name not in changed:
+                    changed.append(name)
         self.scenes = merged
+        return changed
 
     def __call__(self, result: FrameResult) -> None:
         scene = self.scenes.get(result.camera)
