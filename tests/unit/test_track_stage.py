@@ -254,3 +254,13 @@ def test_reload_keeps_tracks_of_unchanged_cameras_and_restarts_changed_ones() ->
     assert metrics.registry.get_sample_value("vidpipe_zone_objects", gauge) is None
     stage(result(10, [(20, 100, 50, 180)]))
     assert out[-1].detections.tracker_id is None
+
+
+def test_pixel_zone_outside_the_frame_is_logged(caplog) -> None:
+    text = CONFIG.replace(
+        "coords: normalized\n        points: [[0, 0], [0.5, 0], [0.5, 1], [0, 1]]",
+        "points: [[0, 0], [1900, 0], [1900, 1000], [0, 1000]]",
+    )
+    stage, _, _ = make(text)
+    stage(result(0, [walk(0)]))  # frames are 400x200
+    assert "camera door: zone 'hall' reaches outside the 400x200 frame" in caplog.text

@@ -186,6 +186,20 @@ class CameraScene:
     def _build(self, width: int, height: int) -> None:
         cam = self.camera
         self.scene = scene = resolve_scene(cam.zones, cam.lines, width, height)
+        shapes = [("zone", n, p) for n, p in scene.zones]
+        shapes += [("line", n, np.stack([a, b])) for n, a, b in scene.lines]
+        for kind, name, points in shapes:
+            if (points[:, 0] > width).any() or (points[:, 1] > height).any():
+                # pixel coordinates written for another resolution: say so, once per size
+                log.warning(
+                    "camera %s: %s %r reaches outside the %dx%d frame (pixel coordinates for "
+                    "another resolution? coords: normalized avoids that)",
+                    cam.name,
+                    kind,
+                    name,
+                    width,
+                    height,
+                )
         self.zones = [
             ZoneWatch(self._labels, name, polygon, ids, cfg.anchor, cfg.min_frames)
             for (name, polygon), ids, cfg in zip(
