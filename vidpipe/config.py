@@ -266,9 +266,15 @@ class _TooBig(Exception):
 
 
 def _fmt_path(path: Iterable[str | int]) -> str:
+    """``cameras[0].name``; a key that is not a plain name is quoted: ``capture['a b']``."""
     out = ""
     for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", p):
+            out += f"[{p!r}]"
+        else:
+            out += f".{p}" if out else p
     return out or "<root>"
 
 
@@ -396,8 +402,8 @@ class _Builder:
         try:
             value = node.value if node.tag == _TIMESTAMP else self.loader.construct_object(node)
         # PyYAML's scalar constructors raise bare built-in errors for malformed values
-        # ("2020-13-45", "!!int x", "!!bool maybe", ints of more than 4300 digits)
-        except (yaml.YAMLError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        # ("!!int x", "!!int" with no digits, "!!bool maybe", ints of more than 4300 digits)
+        except (yaml.YAMLError, ValueError, LookupError, AttributeError, OverflowError) as exc:
             detail = getattr(exc, "problem", None) or f"{type(exc).__name__}: {exc}"
             self.problems.append(f"{where}: cannot read {node.tag.rsplit(':', 1)[-1]}: {detail}")
             return None
