@@ -287,9 +287,7 @@ def test_secrets_from_environment_and_credentials_directory(
         "config": config_text,
         **procs,
     }
-    assert_nowhere(
-        texts, [*forms(file_pw, "file.user"), *forms(env_pw, "env.user"), *forms(token)]
-    )
+    assert_nowhere(texts, [*forms(file_pw, "file.user"), *forms(env_pw, "env.user"), *forms(token)])
     assert_files_clean(tmp_path, [*forms(file_pw), *forms(env_pw), *forms(token)])
 
 
