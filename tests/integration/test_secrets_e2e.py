@@ -151,6 +151,8 @@ FORMS = [
     pytest.param("admin", "Canary@At@pw", False, id="raw-at-in-password"),
     pytest.param("admin", "Canary:Raw:pw", False, id="raw-colon-in-password"),
     pytest.param("first.last", "Canary%Pct+pw", True, id="percent-plus-encoded"),
+    pytest.param("ops@corp", "Canary-Raw@pw", False, id="raw-at-in-user-and-password"),
+    pytest.param("admin", "Canary Raw Space", False, id="raw-space-in-password"),
 ]
 
 
