@@ -238,7 +238,7 @@ class Config(_Model):
 
 MAX_CONFIG_BYTES = 1 << 20
 """Larger files are refused: no real config comes close, and PyYAML is slow on huge input."""
-MAX_VALUES = 100_000
+MAX_VALUES = 20_000
 """Aliases can expand a small file into a huge tree ("billion laughs"): stop building here."""
 MAX_DEPTH = 32
 """No config section nests deeper than a few levels; deeper is junk (and recursion)."""
@@ -262,7 +262,7 @@ class _Loader(yaml.SafeLoader):
 
 
 class _TooBig(Exception):
-    """The document expands to more than MAX_VALUES values."""
+    """The document nests too deeply or expands to more than MAX_VALUES values."""
 
 
 def _fmt_path(path: Iterable[str | int]) -> str:
@@ -506,6 +506,24 @@ def _validation_problems(exc: ValidationError, lines: dict[Path_, int]) -> list[
     return [f"{_where(loc, lines)}: {'; or '.join(msgs)}" for loc, msgs in merged.items()]
 
 
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting while streaming events, before PyYAML builds (and recurses on) it.
+
+    PyYAML's scanner costs O(depth) per token on deeply nested flow collections, so a 1 MiB
+    line of ``[`` would take minutes to compose; streamed, it stops at the first level too many.
+    """
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<root>"
+                raise _TooBig(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse_config(text: str, source: str = "config", env: dict[str, str] | None = None) -> Config:
     """Parse and validate YAML text. Raises ConfigError listing every problem."""
     env = dict(os.environ) if env is None else env
@@ -513,6 +531,7 @@ def parse_config(text: str, source: str = "config", env: dict[str, str] | None =
         raise ConfigError([f"<root>: larger than {MAX_CONFIG_BYTES} bytes"], source)
     builder = _Builder(env)
     try:
+        _check_depth(text)
         node = yaml.compose(text, Loader=_Loader)
         if node is None:
             raise ConfigError(["<root>: the file is empty"], source)

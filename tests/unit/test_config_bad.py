@@ -219,9 +219,14 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("merge-key", "d: &d {path: /m}\nmodel:\n  <<: *d\n", ["model (line 3)", "merge keys"]),
     ("complex-key", BASE + "? [a, b]\n: 1\n", ["<root> (line 6): a key must be a plain string"]),
     ("mapping-key", BASE + "? {a: 1}\n: 1\n", ["<root> (line 6): a key must be a plain string"]),
-    ("deep-nesting", "a: " + "[" * 40 + "]" * 40 + "\n", ["nested too deeply"]),
-    ("very-deep-nesting", "[" * 20000, ["<root>: nested deeper than"]),
-    ("very-deep-mapping", "a: {" * 5000 + "}" * 5000, ["<root>: nested deeper than"]),
+    ("deep-nesting", "a: " + "[" * 40 + "]" * 40 + "\n", ["line 1, column 35: nested deeper"]),
+    ("very-deep-nesting", "[" * 20000, ["line 1, column 33: nested deeper than 32 levels"]),
+    ("very-deep-mapping", "a: {" * 5000 + "}" * 5000, ["line 1, column 128: nested deeper"]),
+    (
+        "deep-through-alias",
+        "a: &a " + "[" * 30 + "]" * 30 + "\nb: [[[[*a]]]]\n",
+        ["b[0][0][0][0]", "(line 1): nested too deeply"],
+    ),
     ("too-large", "#" * (MAX_CONFIG_BYTES + 1), ["<root>: larger than"]),
     # not a mapping at the root
     ("empty", "", ["<root>: the file is empty"]),
