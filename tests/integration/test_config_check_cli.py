@@ -22,6 +22,24 @@ cameras:
   - name: front
     url: rtsp://10.0.0.2/stream
 """
+IDS = [
+    "malformed",
+    "dup-key",
+    "unknown-key-camera",
+    "unknown-key-snapshot",
+    "wrong-type",
+    "zero-rate",
+    "negative-duration",
+    "dup-camera-name",
+    "unset-var",
+    "path-camera-name",
+    "alias-cycle",
+    "alias-bomb",
+    "deep-nesting",
+    "empty",
+    "non-utf8",
+    "binary-junk",
+]
 BOMB = "a0: &a0 [x]\n" + "".join(
     f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)
 )
@@ -58,6 +76,7 @@ def check(config: Path, **env: str) -> subprocess.CompletedProcess[str]:
         (b"model:\n  path: caf\xe9\n", "line 2: not UTF-8"),
         (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "not UTF-8"),
     ],
+    ids=IDS,
 )
 def test_check_exits_2_with_the_path(tmp_path: Path, content: str | bytes, expected: str) -> None:
     config = tmp_path / "bad.yaml"

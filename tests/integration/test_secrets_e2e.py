@@ -205,6 +205,7 @@ def test_camera_password_appears_nowhere(
         ("check", {"realtime": True}),  # a camera-level error about the camera with the URL
         ("run", {"detect_fps": "fast"}),  # a wrong type, through `vidpipe run`
     ],
+    ids=["check-unknown-key", "check-camera-error", "run-wrong-type"],
 )
 def test_password_not_in_config_errors(
     tmp_path: Path, command: str, extra: dict[str, Any], user: str, password: str, encode: bool
