@@ -278,12 +278,17 @@ def _fmt_path(path: Iterable[str | int]) -> str:
     return out or "<root>"
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
     """A PyYAML error as ``line L, column C: ...``.
 
     PyYAML's own text quotes the offending source line, which may hold a secret that was never
     registered (the parse failed before we could), so only its problem and position are kept.
     """
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        char = exc.character
+        shown = f"U+{char:04X}" if isinstance(char, int) else repr(char)
+        return f"line {line}: invalid YAML: character {shown} is not allowed"
     if not isinstance(exc, yaml.MarkedYAMLError):
         return f"invalid YAML: {exc}"
     mark = exc.problem_mark or exc.context_mark
@@ -537,7 +542,7 @@ def parse_config(text: str, source: str = "config", env: dict[str, str] | None =
             raise ConfigError(["<root>: the file is empty"], source)
         data = builder.build(node, ())
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_problem(exc)], source) from None
+        raise ConfigError([_yaml_problem(exc, text)], source) from None
     except RecursionError:  # PyYAML's composer recurses once per nesting level
         raise ConfigError([f"<root>: nested deeper than {MAX_DEPTH} levels"], source) from None
     except _TooBig as exc:

@@ -121,7 +121,8 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("unterminated-quote", 'model: "abc\n', ["invalid YAML", "quoted scalar at line 1"]),
     ("bad-indent", "model:\n  path: x\n bad: 1\n", ["line 3", "invalid YAML"]),
     ("two-documents", BASE + "---\n" + BASE, ["line 6", "invalid YAML", "single document"]),
-    ("nul-byte-in-text", "model:\x00\n", ["invalid YAML", "#x0000"]),
+    ("nul-byte-in-text", "model:\x00\n", ["line 1: invalid YAML: character U+0000"]),
+    ("control-char", BASE + "x: \x07\n", ["line 6: invalid YAML: character U+0007"]),
     # duplicate keys, at every level
     ("dup-root", BASE + "model: {path: /x}\n", ["model (line 6): duplicate key 'model'"]),
     ("dup-model", BASE.replace("  path: /m.onnx\n", "  path: a\n  path: b\n"), ["model.path"]),
