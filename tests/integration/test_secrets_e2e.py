@@ -197,27 +197,31 @@ def test_camera_password_appears_nowhere(
     assert assert_files_clean(tmp_path, [*forms(password), *forms(wrong)]) > 3
 
 
-@pytest.mark.parametrize(("user", "password", "encode"), FORMS)
 @pytest.mark.parametrize(
     ("command", "extra"),
     [
         ("check", {"bogus_key": 1}),  # an unknown key next to the URL
         ("check", {"realtime": True}),  # a camera-level error about the camera with the URL
         ("run", {"detect_fps": "fast"}),  # a wrong type, through `vidpipe run`
+        ("check", None),  # a YAML syntax error on the token's own line (unterminated quote)
     ],
-    ids=["check-unknown-key", "check-camera-error", "run-wrong-type"],
+    ids=["check-unknown-key", "check-camera-error", "run-wrong-type", "check-yaml-syntax"],
 )
 def test_password_not_in_config_errors(
-    tmp_path: Path, command: str, extra: dict[str, Any], user: str, password: str, encode: bool
+    tmp_path: Path, command: str, extra: dict[str, Any] | None
 ) -> None:
-    url = rtsp_url(554, user, password, encode=encode)
-    config = {
-        "model": {"path": "/nonexistent.onnx"},
-        "http": {"token": "Token-Canary-0123456789"},
-        "cameras": [{"name": "cam", "url": url, **extra}],
-    }
+    """One camera per URL form, each with the same mistake; the CLI's error text is clean."""
+    token = "Token-Canary-0123456789"
+    urls = [rtsp_url(554, u, pw, encode=enc) for u, pw, enc in (p.values for p in FORMS)]
+    if extra is None:
+        # the token is no URL: only our error format (no quoted source line) keeps it out
+        text = f'cameras:\n  - name: cam\n    url: "{urls[0]}"\nhttp:\n  token: "{token}\n'
+    else:
+        cameras = [{"name": f"cam{i}", "url": url, **extra} for i, url in enumerate(urls)]
+        config = {"model": {"path": "/m.onnx"}, "http": {"token": token}, "cameras": cameras}
+        text = yaml.safe_dump(config)
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(text)
     proc = subprocess.run(
         [sys.executable, "-m", "vidpipe.cli", command, "--config", str(path)],
         capture_output=True,
@@ -226,9 +230,10 @@ def test_password_not_in_config_errors(
         check=False,
     )
     assert proc.returncode == 2, proc.stderr
-    assert "cameras[0]" in proc.stderr
-    texts = {"stdout": proc.stdout, "stderr": proc.stderr}
-    assert_nowhere(texts, [*forms(password, user), *forms("Token-Canary-0123456789")])
+    expected = "invalid YAML" if extra is None else f"cameras[{len(urls) - 1}]"
+    assert expected in proc.stderr
+    secrets = [s for p in FORMS for s in forms(p.values[1], p.values[0])]
+    assert_nowhere({"stdout": proc.stdout, "stderr": proc.stderr}, [*secrets, *forms(token)])
 
 
 # ------------------------------------------------------------------------ secrets outside
