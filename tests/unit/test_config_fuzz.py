@@ -51,7 +51,7 @@ KEYS = sorted(
 )
 # A problem starts with where it is, then ": ".
 LOCATED = re.compile(
-    r"(<root>(?: \(line \d+\))?|line \d+(?:, column \d+)?|invalid YAML|[^\n]+? \(line \d+\)): \S"
+    r"(<root>(?: \(line \d+\))?|line \d+(?:, column \d+)?|[^\n]+? \(line \d+\)): \S"
 )
 _HUNT = int(os.environ.get("VIDPIPE_FUZZ_EXAMPLES", "0"))
 
