@@ -1,5 +1,6 @@
 """Credentials never leave the config: logs (DEBUG), exception text, metrics, events, snapshot
-file names, process arguments; also when they come from ``${VAR}`` or ``${file:NAME}``.
+file names, process arguments, rejected reloads; also when they come from ``${VAR}`` or
+``${file:NAME}``.
 
 Each test runs the real daemon against a real GStreamer RTSP server that requires basic auth,
 with one camera that has the right password (so its URL is used for real), one with a wrong
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -280,11 +282,12 @@ def test_secrets_from_environment_and_credentials_directory(
         missing = _get(port, "/metrics", None)
         metrics = _get(port, "/metrics", f"Bearer {token}")
         procs = process_texts(daemon.proc.pid)
+        config_text = daemon.config_path.read_text()
+        rejected_reloads(daemon, config, env_server.port)
         assert daemon.terminate(30) == 0
     assert refused[0] == 401 and missing[0] == 401
     assert metrics[0] == 200 and "vidpipe_frames_inferred" in metrics[1]
     assert "bearer token required" in daemon.log()
-    config_text = daemon.config_path.read_text()
     assert "${file:cam_pw}" in config_text  # the secrets were never in the file
     texts = {
         "log": daemon.log(),
@@ -294,8 +297,30 @@ def test_secrets_from_environment_and_credentials_directory(
         "config": config_text,
         **procs,
     }
-    assert_nowhere(texts, [*forms(file_pw, "file.user"), *forms(env_pw, "env.user"), *forms(token)])
+    secrets = [*forms(file_pw, "file.user"), *forms(env_pw, "env.user"), *forms(token)]
+    secrets += [*forms(RELOAD_PW, "admin"), *forms(RELOAD_TOKEN)]
+    assert_nowhere(texts, secrets)
     assert_files_clean(tmp_path, [*forms(file_pw), *forms(env_pw), *forms(token)])
+
+
+RELOAD_PW = "Canary Reload@pw"
+RELOAD_TOKEN = "Canary-Reload-Token-0123456789"
+
+
+def rejected_reloads(daemon: DaemonProcess, config: dict[str, Any], rtsp_port: int) -> None:
+    """Two bad configs on SIGHUP: a new camera's URL next to a mistake, then a syntax error on
+    a new token's line. The daemon logs each rejection, and keeps running."""
+    added = {"name": "added", "url": rtsp_url(rtsp_port, "admin", RELOAD_PW, encode=False)}
+    bad = {**config, "cameras": [*config["cameras"], {**added, "detect_fsp": 1}]}
+    daemon.config_path.write_text(yaml.safe_dump(bad))
+    daemon.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "reload rejected" in daemon.log(), 60, "the first reload's rejection")
+    assert "cameras[2].detect_fsp" in daemon.log()
+    daemon.config_path.write_text(f'http:\n  token: "{RELOAD_TOKEN}\n')
+    daemon.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: daemon.log().count("reload rejected") == 2, 60, "the second rejection")
+    assert "invalid YAML" in daemon.log()
+    assert daemon.proc.poll() is None
 
 
 def _get(port: int, path: str, authorization: str | None) -> tuple[int, str]:
