@@ -183,6 +183,7 @@ def test_camera_password_appears_nowhere(
         wait_for_failures(daemon, "wrong", "unauthorized")
         wait_for_failures(daemon, "unreach", "connection_refused")
         metrics = scrape(port)
+        probes = {path: _get(port, path, None)[1] for path in ("/healthz", "/readyz")}
         procs = process_texts(daemon.proc.pid)
         assert list(procs) == [f"/proc/{daemon.proc.pid}/cmdline", "thread names"], (
             "the daemon starts no processes; if it ever does, their cmdlines are checked here"
@@ -193,7 +194,7 @@ def test_camera_password_appears_nowhere(
     assert ":***@127.0.0.1" in log  # URLs are logged, masked
     assert 'vidpipe_camera_up{camera="good"} 1.0' in metrics
     assert "Canary" not in config["cameras"][0]["url"].split("@")[-1]  # sanity: pw in userinfo
-    texts = {"log": log, "metrics": metrics, "events": out.read_text(), **procs}
+    texts = {"log": log, "metrics": metrics, "events": out.read_text(), **probes, **procs}
     assert_nowhere(texts, [*forms(password, user), *forms(wrong, user)])
     assert assert_files_clean(tmp_path, [*forms(password), *forms(wrong)]) > 3
 
