@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
 from vidpipe.config import Config
@@ -26,9 +27,11 @@ from vidpipe.metrics import Metrics
 from vidpipe.model import camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.sinks import SinkPool, build_sinks
+from vidpipe.sinks import Sink, SinkPool, build_sinks
+from vidpipe.sinks.live import LiveView
 from vidpipe.types import Frame
 from vidpipe.web import RouteInstaller, WebServer, build_app
+from vidpipe.web.live import LiveRoutes
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,13 @@ class Daemon:
             desc.get("optimal_requests", "?"),
             desc.get("input", "?"),
         )
+        extra_sinks: list[Sink] = []
+        if cfg.http.enabled and cfg.http.live.enabled:
+            live = LiveView(draw_detections, self.metrics, jpeg_quality=cfg.http.live.jpeg_quality)
+            extra_sinks.append(live)
+            names = [c.name for c in cfg.cameras if c.enabled]
+            routes = LiveRoutes(live, names, self._capture_stats, self.metrics, cfg.http.live)
+            self.web_installers.append(routes.install)
         if cfg.http.enabled:
             app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)
             self._web = WebServer(app, cfg.http.host, cfg.http.port)
@@ -79,7 +89,8 @@ class Daemon:
                 self.http_port,
                 ", bearer token required" if cfg.http.token else "",
             )
-        self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
+        sinks = [*build_sinks(cfg.sinks, draw=draw_detections), *extra_sinks]
+        self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         spec = loaded.backend.input_spec
         self.engine = Engine(
@@ -118,6 +129,10 @@ class Daemon:
         worker = CaptureWorker(cam, self.cfg.capture, box, cm)
         self.workers[name] = worker
         worker.start()
+
+    def _capture_stats(self) -> dict[str, dict[str, Any]]:
+        """``CaptureWorker.stats()`` of every running camera (for the live view)."""
+        return {name: w.stats() for name, w in list(self.workers.items())}
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""
