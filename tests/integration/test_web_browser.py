@@ -161,7 +161,8 @@ def test_status_page_in_chromium(
         )
         assert overflow <= 0, f"page is {overflow} px wider than a phone screen"
         widths = browser.execute_script(
-            "return [...document.querySelectorAll('.tile')].map(t => t.getBoundingClientRect().right)"
+            "return [...document.querySelectorAll('.tile')]"
+            ".map(t => t.getBoundingClientRect().right)"
         )
         assert max(widths) <= browser.execute_script("return window.innerWidth")
         browser.save_screenshot(str(artifacts / "status-page-phone.png"))
