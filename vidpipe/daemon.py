@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,9 +28,9 @@ from vidpipe.metrics import Metrics
 from vidpipe.model import camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.sinks import Sink, SinkPool, build_sinks
+from vidpipe.sinks import MqttSink, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
-from vidpipe.types import Frame
+from vidpipe.types import CameraState, Frame
 from vidpipe.web import RouteInstaller, WebServer, build_app
 from vidpipe.web.live import LiveRoutes
 
@@ -53,6 +54,7 @@ class Daemon:
         self.http_port: int | None = None
         self._web: WebServer | None = None
         self._signals = 0
+        self._state_listeners: list[Callable[[str, CameraState], None]] = []
 
     # ------------------------------------------------------------------ start-up
 
@@ -89,7 +91,8 @@ class Daemon:
                 self.http_port,
                 ", bearer token required" if cfg.http.token else "",
             )
-        sinks = [*build_sinks(cfg.sinks, draw=draw_detections), *extra_sinks]
+        sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra_sinks]
+        self._state_listeners = [s.camera_state for s in sinks if isinstance(s, MqttSink)]
         self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         spec = loaded.backend.input_spec
@@ -126,9 +129,14 @@ class Daemon:
 
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
         box = self.hub.add(name, "newest" if live else "block", dropped)
-        worker = CaptureWorker(cam, self.cfg.capture, box, cm)
+        worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
         self.workers[name] = worker
         worker.start()
+
+    def _camera_state(self, name: str, state: CameraState) -> None:
+        """A capture worker changed state (its supervisor thread): tell the MQTT sinks."""
+        for listener in self._state_listeners:
+            listener(name, state)
 
     def _capture_stats(self) -> dict[str, dict[str, Any]]:
         """``CaptureWorker.stats()`` of every running camera (for the live view)."""
