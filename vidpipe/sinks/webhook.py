@@ -10,23 +10,41 @@ front of the sink drops the oldest events while a slow endpoint holds it up (als
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from vidpipe import __version__
 from vidpipe.config import WebhookSinkConfig
 from vidpipe.metrics import Metrics
-from vidpipe.redact import redact_text
+from vidpipe.redact import redact_text, register_secret
 from vidpipe.sinks.events import detection_event, filter_detections
 from vidpipe.types import FrameResult
 
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = frozenset({408, 425, 429})
+
+
+def _split_userinfo(url: str) -> tuple[str, dict[str, str]]:
+    """``https://user:pw@host/x`` -> (``https://host/x``, a Basic ``Authorization`` header).
+
+    urllib would take the user info for part of the host name.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    register_secret(token)
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
 
 
 class WebhookDeliveryError(RuntimeError):
@@ -50,9 +68,11 @@ class WebhookSink:
         self._cfg = cfg
         self._classes = frozenset(cfg.classes) if cfg.classes is not None else None
         self._url_shown = redact_text(cfg.url)
+        self._url, auth = _split_userinfo(cfg.url)
         self._headers = {
             "Content-Type": "application/json",
             "User-Agent": f"vidpipe/{__version__}",
+            **auth,
             **cfg.headers,
         }
         self._last_sent: dict[str, float] = {}
@@ -116,9 +136,7 @@ class WebhookSink:
 
     def _post(self, body: bytes) -> tuple[str | None, bool]:
         """One POST: (None, _) on 2xx, else (what went wrong, whether to retry)."""
-        request = urllib.request.Request(
-            self._cfg.url, data=body, headers=self._headers, method="POST"
-        )
+        request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
         t0 = time.monotonic()
         try:
             with urllib.request.urlopen(request, timeout=self._cfg.timeout_s) as resp:
