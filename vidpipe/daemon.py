@@ -79,7 +79,9 @@ class Daemon:
             live = LiveView(draw_detections, self.metrics, jpeg_quality=cfg.http.live.jpeg_quality)
             extra_sinks.append(live)
             names = [c.name for c in cfg.cameras if c.enabled]
-            routes = LiveRoutes(live, names, self._capture_stats, self.metrics, cfg.http.live)
+            routes = LiveRoutes(
+                live, names, self._capture_stats, self.metrics, cfg.http.live, cfg.http.token
+            )
             self.web_installers.append(routes.install)
         if cfg.http.enabled:
             app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)

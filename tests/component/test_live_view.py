@@ -273,3 +273,49 @@ def test_api_stats_has_the_same_figures_as_metrics(served: Served) -> None:
     for series, value in expected.items():
         assert f"{series} {value!r}" in metrics_text, series
     assert front["frames_captured_total"] == 42.0
+
+
+def test_token_login_sets_a_cookie_that_opens_the_view(image) -> None:
+    token = "view-token-0123456789"
+    metrics = Metrics()
+    live = LiveView(draw_detections, metrics)
+    routes = LiveRoutes(live, CAMERAS, dict, metrics, LiveViewConfig(), token)
+    srv = WebServer(
+        build_app(metrics, Health(), token=token, installers=[routes.install]), "127.0.0.1", 0
+    )
+    srv.start()
+    live.handle(make_result("front", 1, image))
+
+    def request(method: str, path: str, body: str = "", cookie: str = "") -> Any:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if cookie:
+            headers["Cookie"] = cookie
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.body = resp.read()
+        conn.close()
+        return resp
+
+    try:
+        first = request("GET", "/")
+        assert first.status == 303 and first.getheader("Location") == "/login"
+        form = request("GET", "/login")
+        assert form.status == 200 and b'name="token"' in form.body and b"<style>" in form.body
+        assert request("GET", "/api/cameras").status == 401
+        assert request("GET", "/cameras/front/latest.jpg").status == 401
+        wrong = request("POST", "/login", "token=not-the-token-at-all")
+        assert wrong.status == 401 and b"not right" in wrong.body
+        assert "Set-Cookie" not in dict(wrong.getheaders())
+        ok = request("POST", "/login", f"token={token}")
+        assert ok.status == 303 and ok.getheader("Location") == "/"
+        cookie = ok.getheader("Set-Cookie")
+        assert cookie.startswith(f"vidpipe_token={token};")
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        jar = cookie.split(";", 1)[0]
+        assert request("GET", "/", cookie=jar).status == 200
+        assert request("GET", "/api/cameras", cookie=jar).status == 200
+        assert request("GET", "/cameras/front/latest.jpg", cookie=jar).status == 200
+        assert request("GET", "/metrics", cookie="vidpipe_token=wrong-token-012345").status == 401
+    finally:
+        srv.stop()

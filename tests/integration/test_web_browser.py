@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 STALL_TIMEOUT_S = 5.0  # the capture watchdog of this test's daemon
+TOKEN = "browser-token-0123456789"
 
 
 def clip_dir(videos: Path, stem: str, where: Path) -> Path:
@@ -60,7 +61,9 @@ def tile_states(driver) -> dict[str, str]:
 
 
 def api_cameras(port: int) -> dict[str, dict]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/cameras", timeout=5) as resp:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/cameras")
+    req.add_header("Authorization", f"Bearer {TOKEN}")
+    with urllib.request.urlopen(req, timeout=5) as resp:
         return {c["name"]: c for c in json.load(resp)["cameras"]}
 
 
@@ -81,7 +84,7 @@ def test_status_page_in_chromium(
                 "path": str(assets_dir / "models" / "yolox_nano.onnx"),
                 "labels": str(assets_dir / "models" / "coco80.txt"),
             },
-            "http": {"port": port, "live": {"max_fps": 5}},
+            "http": {"port": port, "token": TOKEN, "live": {"max_fps": 5}},
             "capture": {
                 "stall_timeout_s": STALL_TIMEOUT_S,
                 "read_timeout_ms": 2000,
@@ -103,7 +106,12 @@ def test_status_page_in_chromium(
             return all(c["streaming"] and c["frame"] is not None for c in cams.values())
 
         wait_for(both_streaming, 90, "both cameras streaming with results")
+        # with a token configured the page asks for it once, then a cookie carries it
         browser.get(f"http://127.0.0.1:{port}/")
+        wait_for(lambda: browser.current_url.endswith("/login"), 10, "the login form")
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_for(lambda: browser.current_url.endswith(f":{port}/"), 10, "the status page")
 
         # both tiles render, each with a live image that actually has pixels
         wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".tile")) == 2, 20, "2 tiles")

@@ -4,6 +4,7 @@ Routes (installed on the daemon's one HTTP server through ``LiveRoutes.install``
 
 * ``/``: the status page (static files shipped in the package, no CDN);
 * ``/static/{file}``: its script and style sheet;
+* ``/login``: with ``http.token`` set, a form that trades the token for an HttpOnly cookie;
 * ``/cameras/{name}/stream.mjpeg``: annotated MJPEG, frame rate capped per viewer;
 * ``/cameras/{name}/latest.jpg``: the latest annotated frame;
 * ``/api/cameras``: one status record per camera (what a tile shows);
@@ -16,6 +17,7 @@ path tricks, is a 404 before anything else happens; static files come from a fix
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
@@ -26,6 +28,7 @@ from aiohttp import web
 from vidpipe.config import LiveViewConfig
 from vidpipe.metrics import Metrics
 from vidpipe.sinks.live import LiveView
+from vidpipe.web.server import TOKEN_COOKIE
 from vidpipe.web.stats import registry_stats
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,8 @@ class LiveRoutes:
         capture_stats: returns ``CaptureWorker.stats()`` per camera name.
         metrics: the registry ``/api/stats`` reports and the viewer gauge.
         cfg: frame-rate cap, stall threshold.
+        token: the server's bearer token; ``POST /login`` trades it for a cookie (browsers
+            cannot send the header with images).
     """
 
     def __init__(
@@ -71,8 +76,10 @@ class LiveRoutes:
         capture_stats: CaptureStats,
         metrics: Metrics,
         cfg: LiveViewConfig,
+        token: str | None = None,
     ) -> None:
         self.live = live
+        self.token = token
         self.cameras = tuple(cameras)
         self._known = frozenset(cameras)
         self.capture_stats = capture_stats
@@ -83,6 +90,8 @@ class LiveRoutes:
     def install(self, app: web.Application) -> None:
         """Add the routes to ``app`` (a ``RouteInstaller``)."""
         app.router.add_get("/", self.index)
+        app.router.add_get("/login", self.login_page)
+        app.router.add_post("/login", self.login)
         app.router.add_get("/static/{file}", self.static)
         app.router.add_get("/cameras/{name}/stream.mjpeg", self.stream)
         app.router.add_get("/cameras/{name}/latest.jpg", self.latest)
@@ -96,6 +105,40 @@ class LiveRoutes:
 
     async def static(self, request: web.Request) -> web.Response:
         return self._file(request.match_info["file"])
+
+    async def login_page(self, _request: web.Request) -> web.Response:
+        if self.token is None:
+            raise web.HTTPSeeOther("/")
+        return web.Response(body=self._login_page(error=False), content_type="text/html")
+
+    async def login(self, request: web.Request) -> web.Response:
+        """Check the posted token (constant time); on success set the cookie and go to ``/``."""
+        if self.token is None:
+            raise web.HTTPSeeOther("/")
+        form = await request.post()
+        given = str(form.get("token", "")).encode("utf-8", "replace")
+        if not hmac.compare_digest(given, self.token.encode()):
+            page = self._login_page(error=True)
+            return web.Response(body=page, status=401, content_type="text/html")
+        resp = web.HTTPSeeOther("/")
+        resp.set_cookie(
+            TOKEN_COOKIE,
+            self.token,
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure,
+            path="/",
+        )
+        raise resp
+
+    def _login_page(self, *, error: bool) -> bytes:
+        """The login form, its style sheet inlined: only /login is open before signing in."""
+        page = self._static["login.html"][0]
+        link = b'<link rel="stylesheet" href="/static/app.css">'
+        page = page.replace(link, b"<style>" + self._static["app.css"][0] + b"</style>")
+        if error:
+            page = page.replace(b'<p class="error" hidden>', b'<p class="error">')
+        return page
 
     def _file(self, name: str) -> web.Response:
         found = self._static.get(name)

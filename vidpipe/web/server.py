@@ -28,17 +28,28 @@ log = logging.getLogger(__name__)
 
 RouteInstaller = Callable[[web.Application], None]
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/login"})
+#: Browsers cannot send an Authorization header with <img> and page loads: /login sets this
+#: cookie (HttpOnly, SameSite=Strict) holding the token, accepted in place of the header.
+TOKEN_COOKIE = "vidpipe_token"
 
 
 def _bearer_middleware(token: str) -> Middleware:
     expected = f"Bearer {token}".encode()
+    expected_cookie = token.encode()
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, expected):
+            cookie = request.cookies.get(TOKEN_COOKIE)
+            ok = hmac.compare_digest(given, expected) or (
+                cookie is not None
+                and hmac.compare_digest(cookie.encode("utf-8", "replace"), expected_cookie)
+            )
+            if not ok:
+                if request.path == "/":
+                    raise web.HTTPSeeOther("/login")  # a browser: ask for the token
                 return web.json_response(
                     {"error": "missing or wrong bearer token"},
                     status=401,
