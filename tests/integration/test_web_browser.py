@@ -60,11 +60,15 @@ def tile_states(driver) -> dict[str, str]:
     )
 
 
-def api_cameras(port: int) -> dict[str, dict]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/cameras")
+def get_json(port: int, path: str) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
     req.add_header("Authorization", f"Bearer {TOKEN}")
     with urllib.request.urlopen(req, timeout=5) as resp:
-        return {c["name"]: c for c in json.load(resp)["cameras"]}
+        return dict(json.load(resp))
+
+
+def api_cameras(port: int) -> dict[str, dict]:
+    return {c["name"]: c for c in get_json(port, "/api/cameras")["cameras"]}
 
 
 def test_status_page_in_chromium(
@@ -106,6 +110,11 @@ def test_status_page_in_chromium(
             return all(c["streaming"] and c["frame"] is not None for c in cams.values())
 
         wait_for(both_streaming, 90, "both cameras streaming with results")
+        # nobody has watched yet: results flow, but not one JPEG was encoded
+        stats = get_json(port, "/api/stats")["cameras"]
+        for name in ("walkway", "belt"):
+            assert stats[name]["frames_inferred_total"] > 0
+            assert stats[name].get("live_jpeg_encoded_total", 0) == 0, stats[name]
         # with a token configured the page asks for it once, then a cookie carries it
         browser.get(f"http://127.0.0.1:{port}/")
         wait_for(lambda: browser.current_url.endswith("/login"), 10, "the login form")
@@ -148,6 +157,9 @@ def test_status_page_in_chromium(
             "the walkway tile to list detections",
         )
         browser.save_screenshot(str(artifacts / "status-page.png"))
+        stats = get_json(port, "/api/stats")["cameras"]
+        assert all(stats[n]["live_jpeg_encoded_total"] > 0 for n in ("walkway", "belt"))
+        assert all(stats[n]["live_viewers"] >= 1 for n in ("walkway", "belt"))
 
         # a camera whose server is killed is shown as not streaming within the watchdog time
         belt.kill()
