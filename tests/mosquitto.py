@@ -29,6 +29,69 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_certs(where: Path) -> TlsFiles:
+    """A throw-away CA and a server certificate for 127.0.0.1 (openssl)."""
+    where.mkdir(parents=True, exist_ok=True)
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=where)
+
+    ssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    )
+    ssl(
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    )
+    (where / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    ssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    )
+    return TlsFiles(where / "ca.crt", where / "server.crt", where / "server.key")
+
+
 class Mosquitto:
     """One broker process on 127.0.0.1 with persistence in ``workdir``.
 
@@ -37,7 +100,9 @@ class Mosquitto:
         users: ``{user: password}``; when given, anonymous clients are refused.
     """
 
-    def __init__(self, workdir: Path, users: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, workdir: Path, users: dict[str, str] | None = None, tls: TlsFiles | None = None
+    ) -> None:
         if not Path(MOSQUITTO).is_file():
             raise RuntimeError(f"{MOSQUITTO} missing: run scripts/setup-system.sh")
         self.workdir = Path(workdir)
@@ -54,6 +119,8 @@ class Mosquitto:
             "log_type warning",
             "log_type notice",
         ]
+        if tls is not None:
+            lines += [f"cafile {tls.ca}", f"certfile {tls.cert}", f"keyfile {tls.key}"]
         if os.geteuid() == 0:
             # as root, mosquitto switches to the 'mosquitto' user, which cannot write the
             # persistence file into a root-owned temporary directory

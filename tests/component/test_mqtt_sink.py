@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import wait_for
-from tests.mosquitto import Mosquitto, Subscriber
+from tests.mosquitto import Mosquitto, Subscriber, make_certs
 from tests.results import frame_result
-from vidpipe.config import MqttSinkConfig, parse_config
+from vidpipe.config import MqttSinkConfig, MqttTlsConfig, parse_config
 from vidpipe.metrics import Metrics
 from vidpipe.redact import redact_text
 from vidpipe.sinks.mqtt import MqttSink
@@ -184,3 +184,18 @@ def test_password_from_a_secret_is_used_and_never_logged(
             good.close()
     assert password not in caplog.text
     assert "nope-nope" not in caplog.text
+
+
+def test_tls_with_a_private_ca(tmp_path: Path) -> None:
+    """The broker's listener speaks TLS only: connecting proves the sink uses it."""
+    certs = make_certs(tmp_path / "certs")
+    with Mosquitto(tmp_path / "tls", tls=certs) as broker:
+        metrics = Metrics()
+        cfg = MqttSinkConfig(
+            host="127.0.0.1", port=broker.port, tls=MqttTlsConfig(ca_file=certs.ca)
+        )
+        sink = MqttSink("mqtt", cfg, metrics)
+        try:
+            wait_for(lambda: connected(metrics), 20, "a TLS connection")
+        finally:
+            sink.close()
