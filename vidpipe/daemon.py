@@ -88,9 +88,10 @@ class Daemon:
             self._web = WebServer(app, cfg.http.host, cfg.http.port)
             self.http_port = self._web.start()
             log.info(
-                "HTTP on http://%s:%d (/metrics, /healthz, /readyz)%s",
+                "HTTP on http://%s:%d (%s/metrics, /healthz, /readyz)%s",
                 cfg.http.host,
                 self.http_port,
+                "live view /, /api, " if cfg.http.live.enabled else "",
                 ", bearer token required" if cfg.http.token else "",
             )
         sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra_sinks]

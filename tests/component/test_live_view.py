@@ -319,3 +319,37 @@ def test_token_login_sets_a_cookie_that_opens_the_view(image) -> None:
         assert request("GET", "/metrics", cookie="vidpipe_token=wrong-token-012345").status == 401
     finally:
         srv.stop()
+
+
+class _Recorder:
+    queue_size = 8
+
+    def __init__(self, name: str, wants_images: bool) -> None:
+        self.name = name
+        self.wants_images = wants_images
+        self.images: list[object] = []
+
+    def handle(self, result: Any) -> None:
+        self.images.append(result.image)
+
+    def close(self) -> None:
+        pass
+
+
+def test_only_sinks_that_want_images_hold_frames(image) -> None:
+    from vidpipe.sinks import SinkPool
+
+    metrics = Metrics()
+    live = LiveView(draw_detections, metrics)
+    text, pictures = _Recorder("text", False), _Recorder("pictures", True)
+    pool = SinkPool([live, text, pictures], metrics)
+    assert pool.wants_images
+    pool.start()
+    try:
+        pool.submit(make_result("front", 1, image))
+        assert pool.flush(10)
+    finally:
+        pool.close(10)
+    assert text.images == [None]  # a JSON-only sink's queue keeps no frame alive
+    assert pictures.images[0] is image
+    assert live.version("front") == 1
