@@ -197,10 +197,29 @@ class Daemon:
             left = self.sinks.close(max(0.1, deadline - time.monotonic()))
             if any(left.values()):
                 clean = False
+        self._log_summary()
         if self._web is not None:
             self._web.stop()
         log.info("stopped%s", "" if clean else " (some results were not written)")
         return clean
+
+    def _log_summary(self) -> None:
+        """One line that accounts for every frame that entered inference."""
+        engine, sinks = self.engine, self.sinks
+        if engine is None or sinks is None:
+            return
+        per_sink = ", ".join(
+            f"{name}: {c['written']} written, {c['errors']} failed, {c['dropped']} dropped"
+            for name, c in sinks.counts().items()
+        )
+        log.info(
+            "accounting: %d frame(s) entered inference, %d finished, %d result(s) handed to "
+            "sinks (%s)",
+            engine.submitted,
+            engine.completed,
+            engine.delivered,
+            per_sink or "no sinks",
+        )
 
 
 def run(cfg: Config, config_path: Path | None = None) -> int:

@@ -89,6 +89,7 @@ class Engine:
         self._unfinished = 0
         self.submitted = 0
         self.completed = 0
+        self.delivered = 0  # results handed to on_result (the postprocess thread counts)
         self.last_completion = time.monotonic()
         metrics.pool_size.set(backend.capacity)
         metrics.inflight.set_function(backend.in_flight)
@@ -255,6 +256,7 @@ class Engine:
         if len(dets):
             self._count_classes(cam.detections, dets.class_id.tolist())
         self.on_result(result)
+        self.delivered += 1
 
     def _count_classes(self, inc: Callable[[str, int], None], class_ids: list[int]) -> None:
         counts: dict[int, int] = {}

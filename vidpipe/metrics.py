@@ -129,6 +129,13 @@ class Metrics:
         self.sink_written = Counter(
             "vidpipe_sink_written", "Items a sink handled", ["sink"], registry=r
         )
+        self.sink_delay = Histogram(
+            "vidpipe_sink_delay_seconds",
+            "From a result's completion to its sink having handled it",
+            ["sink"],
+            buckets=(*_LATENCY_BUCKETS, 30, 60),
+            registry=r,
+        )
         self.sink_skipped = Counter(
             "vidpipe_sink_skipped",
             "Results a sink left out on purpose (filters, cool-down), by reason",

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 FFMPEG_OPTIONS_ENV = "OPENCV_FFMPEG_CAPTURE_OPTIONS"
 """OpenCV reads FFmpeg demuxer options from this variable at every open."""
 
+FFMPEG_LOGLEVEL_ENV = "OPENCV_FFMPEG_LOGLEVEL"
+"""FFmpeg's log level (an AV_LOG_* number), read by OpenCV when its FFmpeg backend starts."""
+
 _MAX_PLAUSIBLE_FPS = 1000.0  # above this a reported rate is a time base, not a frame rate
 _env_lock = threading.Lock()
 
@@ -40,6 +43,11 @@ def configure_ffmpeg_env() -> None:
         # OpenCV's own WARN lines repeat FFmpeg's reason once more per failed open; errors stay.
         # Never raise it to INFO: at INFO OpenCV prints full URLs, credentials included.
         cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+        # FFmpeg's own log goes straight to stderr, unattributed to a camera: one line per
+        # failed open, and a flood of "error while decoding MB" for a corrupt stream. The
+        # worker logs one line per failure with the probed reason instead. OpenCV reads this
+        # once, when its FFmpeg backend first initialises. 8 = AV_LOG_FATAL.
+        os.environ.setdefault(FFMPEG_LOGLEVEL_ENV, "8")
         current = os.environ.get(FFMPEG_OPTIONS_ENV, "")
         options = [opt for opt in current.split("|") if opt]
         if any(opt.split(";", 1)[0] == "rtsp_transport" for opt in options):

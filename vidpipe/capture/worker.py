@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.probe import diagnose
 from vidpipe.capture.source import (
     Decimator,
     Pacer,
@@ -375,7 +376,12 @@ class CaptureWorker:
         if session.cancel.is_set():
             return False  # abandoned while opening
         if not session.cap.isOpened():
-            session.finish("open_failed", "could not open the source")
+            if self.camera.is_stream:
+                # OpenCV says only "not opened": find out why (refused, 401, 404, ...)
+                diag = diagnose(self.camera.url, self._defaults.open_timeout_ms / 1000.0)
+                session.finish(diag.reason, diag.detail)
+            else:
+                session.finish("open_failed", "could not open the file")
             return False
         info = describe(session.cap)
         if info.width <= 0:
