@@ -1,9 +1,10 @@
 """One aiohttp server in its own thread: ``/metrics``, ``/healthz``, ``/readyz``, and more.
 
 It binds to 127.0.0.1 unless told otherwise. With a token configured, every route except the
-two probes needs ``Authorization: Bearer <token>``; the comparison runs in constant time
-(``hmac.compare_digest``). The probes stay open so that container and cluster health checks
-work without the secret; they reveal only "ok" or the reason for not being ok.
+two probes and ``/login`` needs ``Authorization: Bearer <token>``, or the ``vidpipe_token``
+cookie that the live view's ``/login`` sets for browsers; both comparisons run in constant
+time (``hmac.compare_digest``). The probes stay open so that container and cluster health
+checks work without the secret; they reveal only "ok" or the reason for not being ok.
 
 Features add their routes through ``RouteInstaller`` callables, so this module knows nothing
 about them.
