@@ -9,6 +9,7 @@ watching, the live view therefore costs one pointer swap per frame.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -45,8 +46,7 @@ class _CameraLive:
         self.version = 0
         self.jpeg: LiveJpeg | None = None
         self.done: deque[tuple[float, float]] = deque(maxlen=1024)  # (t_done, latency_s)
-        self.last_detections: list[dict[str, Any]] = []
-        self.last_detection_wall: float | None = None
+        self.last_with_detections: FrameResult | None = None  # turned into dicts on demand
 
 
 class LiveView:
@@ -87,14 +87,14 @@ class LiveView:
     def handle(self, result: FrameResult) -> None:
         """Keep ``result`` as its camera's latest; update the rolling figures. No encoding."""
         cam = self._camera(result.camera)
-        detections = result.detection_dicts() if len(result.detections) else None
+        # kept without its frame: the latest frame is held anyway, an older one need not be
+        bare = dataclasses.replace(result, image=None) if len(result.detections) else None
         with cam.lock:
             cam.latest = result
             cam.version += 1
             cam.done.append((result.t_done, result.t_done - result.t_capture))
-            if detections is not None:
-                cam.last_detections = detections
-                cam.last_detection_wall = result.wall_time
+            if bare is not None:
+                cam.last_with_detections = bare
 
     def close(self) -> None:
         """Drop the kept frames. Idempotent."""
@@ -103,6 +103,7 @@ class LiveView:
         for cam in cameras:
             with cam.lock:
                 cam.latest = None
+                cam.last_with_detections = None
                 cam.jpeg = None
 
     # -- viewers -----------------------------------------------------------------------------
@@ -154,8 +155,7 @@ class LiveView:
         with cam.lock:
             recent = [(t, lat) for t, lat in cam.done if now - t <= WINDOW_S]
             latest = cam.latest
-            detections = list(cam.last_detections)
-            detection_wall = cam.last_detection_wall
+            with_detections = cam.last_with_detections
         fps = 0.0
         if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
             fps = (len(recent) - 1) / (recent[-1][0] - recent[0][0])
@@ -165,8 +165,8 @@ class LiveView:
         return {
             "fps_out": round(fps, 2),
             "latency_p95_ms": p95,
-            "last_detections": detections,
-            "last_detection_time": detection_wall,
+            "last_detections": [] if with_detections is None else with_detections.detection_dicts(),
+            "last_detection_time": None if with_detections is None else with_detections.wall_time,
             "last_result_age_s": None if latest is None else round(now - latest.t_done, 3),
             "frame": None if latest is None else latest.seq,
         }

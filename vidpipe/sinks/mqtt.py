@@ -62,7 +62,7 @@ class MqttSink:
         self.queue_size = cfg.queue_size
         self._cfg = cfg
         self._prefix = cfg.topic_prefix.rstrip("/")
-        self._lock = threading.Lock()  # _connected, _buffer, _states, publishing order
+        self._lock = threading.Lock()  # _connected, _closed, _buffer, _states
         self._connected = False
         self._closed = False
         self._buffer: deque[tuple[str, bytes, bool]] = deque()
@@ -147,30 +147,39 @@ class MqttSink:
         self._connected_gauge.set(0)
 
     # -- publishing --------------------------------------------------------------------------
+    # Lock order: paho calls our callbacks holding its callback mutex, and ``publish`` may take
+    # that mutex. So ``_lock`` only guards our own state and is never held while calling paho.
 
     def _publish(self, topic: str, payload: bytes, *, retain: bool) -> None:
         with self._lock:
             if self._closed:
                 self._dropped["shutdown"].inc()
                 return
-            if self._connected and self._send(topic, payload, retain):
+            if not self._connected:
+                self._buffer_locked(topic, payload, retain)
                 return
-            if len(self._buffer) >= self._cfg.buffer_size:
-                self._buffer.popleft()
-                self._dropped["buffer_full"].inc()
-            self._buffer.append((topic, payload, retain))
+        self._send(topic, payload, retain)
 
-    def _send(self, topic: str, payload: bytes, retain: bool) -> bool:
-        """Hand one message to paho (lock held); False if it must wait in the buffer."""
+    def _buffer_locked(self, topic: str, payload: bytes, retain: bool) -> None:
+        """Keep a message for the next connection (``_lock`` held); drop the oldest if full."""
+        if len(self._buffer) >= self._cfg.buffer_size:
+            self._buffer.popleft()
+            self._dropped["buffer_full"].inc()
+        self._buffer.append((topic, payload, retain))
+
+    def _send(self, topic: str, payload: bytes, retain: bool) -> None:
+        """Hand one message to paho; buffer it if the connection dropped just now."""
         info = self._client.publish(topic, payload, self._cfg.qos, retain)
         if info.rc == MQTTErrorCode.MQTT_ERR_SUCCESS:
-            return True
+            return
         if info.rc == MQTTErrorCode.MQTT_ERR_QUEUE_SIZE:
             self._dropped["broker_backlog"].inc()  # paho's own queue is full: the broker lags
-            return True
-        # MQTT_ERR_NO_CONN: the connection dropped just now. paho keeps QoS 1/2 messages and
-        # sends them after the reconnect; a QoS 0 message would be lost, so it is buffered.
-        return self._cfg.qos > 0
+            return
+        # MQTT_ERR_NO_CONN: paho keeps QoS 1/2 messages and sends them after the reconnect;
+        # a QoS 0 message would be lost, so it waits in our buffer.
+        if self._cfg.qos == 0:
+            with self._lock:
+                self._buffer_locked(topic, payload, retain)
 
     # -- paho callbacks (network thread) ------------------------------------------------------
 
@@ -188,20 +197,21 @@ class MqttSink:
             return
         with self._lock:
             self._connected = True
-            self._connected_gauge.set(1)
-            client.publish(self.available_topic, "online", self._cfg.qos, True)
-            for camera, state in self._states.items():
-                client.publish(f"{self._prefix}/{camera}/state", state, self._cfg.qos, True)
-            pending = len(self._buffer)
-            while self._buffer and self._connected:
-                topic, payload, retain = self._buffer.popleft()
-                self._send(topic, payload, retain)
+            states = dict(self._states)
+            pending = list(self._buffer)
+            self._buffer.clear()
+        self._connected_gauge.set(1)
+        client.publish(self.available_topic, "online", self._cfg.qos, True)
+        for camera, state in states.items():
+            client.publish(f"{self._prefix}/{camera}/state", state, self._cfg.qos, True)
+        for topic, payload, retain in pending:
+            self._send(topic, payload, retain)
         log.info(
             "mqtt %s: connected to %s:%d%s",
             self.name,
             self._cfg.host,
             self._cfg.port,
-            f", {pending} buffered message(s) sent" if pending else "",
+            f", {len(pending)} buffered message(s) sent" if pending else "",
         )
 
     def _on_disconnect(

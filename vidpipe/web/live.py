@@ -187,8 +187,8 @@ class LiveRoutes:
         viewers.inc()
         try:
             await self._send_frames(request, resp, name)
-        except (ConnectionError, asyncio.CancelledError):
-            pass  # the viewer left, or the server stops
+        except ConnectionError:
+            pass  # the viewer left (a server stop cancels the task: that propagates)
         finally:
             viewers.dec()
         return resp
