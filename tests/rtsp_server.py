@@ -173,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
+    # one thread per client (the default pool has one thread: clients queue behind a slow one)
+    server.get_thread_pool().set_max_threads(64)
     auth = args.user is not None
     if auth:
         server.set_auth(_make_auth(args.user, args.password, args.digest))

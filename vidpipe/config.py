@@ -95,6 +95,12 @@ class CaptureConfig(_Model):
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
     decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
+    analyze_duration_ms: int = Field(
+        500,
+        ge=0,
+        description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
+        "take 2.8 s each, and OpenCV opens one camera at a time); 0 keeps FFmpeg's default",
+    )
 
 
 class CameraConfig(_Model):

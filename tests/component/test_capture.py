@@ -93,10 +93,13 @@ def test_ffmpeg_env_keeps_tcp_and_is_idempotent(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv(FFMPEG_OPTIONS_ENV, raising=False)
     configure_ffmpeg_env()
     configure_ffmpeg_env()
-    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp"
-    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000")
+    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|analyzeduration;500000"
+    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000|analyzeduration;2000000")
     configure_ffmpeg_env()
-    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|timeout;5000000"
+    assert (
+        os.environ[FFMPEG_OPTIONS_ENV]
+        == "rtsp_transport;tcp|timeout;5000000|analyzeduration;2000000"
+    )
 
 
 @pytest.mark.timeout(5)

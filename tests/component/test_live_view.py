@@ -49,7 +49,10 @@ def make_result(camera: str, seq: int, image: np.ndarray, boxes: int = 1) -> Any
 
 
 class Served:
-    def __init__(self, live: LiveView, metrics: Metrics, port: int, capture: dict) -> None:
+    def __init__(
+        self, live: LiveView, metrics: Metrics, port: int, capture: dict, names: list[str]
+    ) -> None:
+        self.names = names
         self.live = live
         self.metrics = metrics
         self.port = port
@@ -87,11 +90,12 @@ def served(image: np.ndarray) -> Iterator[Served]:
         "back": {"state": "backoff", "fps_in": 0.0, "last_frame_age_s": 12.0},
     }
     cfg = LiveViewConfig(max_fps=4.0, stalled_after_s=2.0)
-    routes = LiveRoutes(live, CAMERAS, lambda: capture, metrics, cfg)
+    names = list(CAMERAS)  # the running cameras; a reload may change them
+    routes = LiveRoutes(live, lambda: names, lambda: capture, metrics, cfg)
     srv = WebServer(build_app(metrics, Health(), installers=[routes.install]), "127.0.0.1", 0)
     srv.start()
     try:
-        yield Served(live, metrics, srv.port, capture)
+        yield Served(live, metrics, srv.port, capture, names)
     finally:
         srv.stop()
 
@@ -203,6 +207,10 @@ def test_unknown_cameras_and_path_tricks_are_404(served: Served, image) -> None:
         assert not body.startswith(b"\xff\xd8"), path  # never a JPEG
     assert served.get("/cameras/front/latest.jpg")[0] == 200
     assert served.get("/cameras/back/latest.jpg")[0] == 503  # known, no frame yet
+    served.names.remove("front")  # a reload stopped it: gone from the view
+    assert served.get("/cameras/front/latest.jpg")[0] == 404
+    cams = json.loads(served.get("/api/cameras")[1])["cameras"]
+    assert [c["name"] for c in cams] == ["back"]
 
 
 def test_page_and_its_files_are_served_without_external_assets(served: Served) -> None:
@@ -279,7 +287,7 @@ def test_token_login_sets_a_cookie_that_opens_the_view(image) -> None:
     token = "view-token-0123456789"
     metrics = Metrics()
     live = LiveView(draw_detections, metrics)
-    routes = LiveRoutes(live, CAMERAS, dict, metrics, LiveViewConfig(), token)
+    routes = LiveRoutes(live, lambda: CAMERAS, dict, metrics, LiveViewConfig(), token)
     srv = WebServer(
         build_app(metrics, Health(), token=token, installers=[routes.install]), "127.0.0.1", 0
     )

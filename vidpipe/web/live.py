@@ -10,7 +10,7 @@ Routes (installed on the daemon's one HTTP server through ``LiveRoutes.install``
 * ``/api/cameras``: one status record per camera (what a tile shows);
 * ``/api/stats``: every figure of ``/metrics`` as JSON, grouped by camera and sink.
 
-Camera names are looked up in the configured set only, so an unknown name, or one that tries
+Camera names are looked up in the set of running cameras only, so an unknown name, or one that tries
 path tricks, is a 404 before anything else happens; static files come from a fixed table.
 """
 
@@ -61,7 +61,8 @@ class LiveRoutes:
 
     Args:
         live: the live-view sink holding each camera's latest result.
-        cameras: the running cameras' names, in config order.
+        cameras: returns the running cameras' names, in config order (a reload may change
+            them); any other name is a 404.
         capture_stats: returns ``CaptureWorker.stats()`` per camera name.
         metrics: the registry ``/api/stats`` reports and the viewer gauge.
         cfg: frame-rate cap, stall threshold.
@@ -72,7 +73,7 @@ class LiveRoutes:
     def __init__(
         self,
         live: LiveView,
-        cameras: Sequence[str],
+        cameras: Callable[[], Sequence[str]],
         capture_stats: CaptureStats,
         metrics: Metrics,
         cfg: LiveViewConfig,
@@ -80,8 +81,7 @@ class LiveRoutes:
     ) -> None:
         self.live = live
         self.token = token
-        self.cameras = tuple(cameras)
-        self._known = frozenset(cameras)
+        self.cameras = cameras
         self.capture_stats = capture_stats
         self.metrics = metrics
         self.cfg = cfg
@@ -153,7 +153,7 @@ class LiveRoutes:
 
     def _camera(self, request: web.Request) -> str:
         name = request.match_info["name"]
-        if name not in self._known:
+        if name not in self.cameras():
             raise web.HTTPNotFound(text="unknown camera")
         return name
 
@@ -229,7 +229,7 @@ class LiveRoutes:
         """What each tile shows, one record per camera, in config order."""
         capture = self.capture_stats()
         figures = registry_stats(self.metrics.registry)["cameras"]
-        return [self._record(n, capture.get(n, {}), figures.get(n, {})) for n in self.cameras]
+        return [self._record(n, capture.get(n, {}), figures.get(n, {})) for n in self.cameras()]
 
     def _record(
         self, name: str, capture: Mapping[str, Any], figures: Mapping[str, Any]

@@ -61,6 +61,10 @@ async function refresh() {
     if (!resp.ok) throw new Error("HTTP " + resp.status);
     const data = await resp.json();
     let up = 0;
+    const names = new Set(data.cameras.map((c) => c.name));
+    for (const [name, tile] of tiles) {
+      if (!names.has(name)) { tile.remove(); tiles.delete(name); } // removed by a reload
+    }
     for (const cam of data.cameras) {
       let tile = tiles.get(cam.name);
       if (!tile) { tile = createTile(cam); tiles.set(cam.name, tile); }
