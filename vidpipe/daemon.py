@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from vidpipe import redact
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
@@ -38,9 +39,11 @@ from vidpipe.reload import (
     with_http_port,
 )
 from vidpipe.shard import Shard
-from vidpipe.sinks import SinkPool, build_sinks
+from vidpipe.sinks import MqttSink, Sink, SinkPool, build_sinks
+from vidpipe.sinks.live import LiveView
 from vidpipe.types import CameraState, Frame
 from vidpipe.web import RouteInstaller, WebServer, build_app
+from vidpipe.web.live import LiveRoutes
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,7 @@ class Daemon:
         self._rate = _RateMeter()
         # frames counted by engines that a reload replaced: (submitted, completed, delivered)
         self._retired = (0, 0, 0)
+        self._state_listeners: list[Callable[[str, CameraState], None]] = []
 
     # ------------------------------------------------------------------ start-up
 
@@ -95,17 +99,33 @@ class Daemon:
             desc.get("optimal_requests", "?"),
             desc.get("input", "?"),
         )
+        extra_sinks: list[Sink] = []
+        if cfg.http.enabled and cfg.http.live.enabled:
+            live = LiveView(draw_detections, self.metrics, jpeg_quality=cfg.http.live.jpeg_quality)
+            extra_sinks.append(live)
+            routes = LiveRoutes(
+                live,
+                lambda: list(self.workers),  # the running cameras: shards and reloads change them
+                self._capture_stats,
+                self.metrics,
+                cfg.http.live,
+                cfg.http.token,
+            )
+            self.web_installers.append(routes.install)
         if cfg.http.enabled:
             app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)
             self._web = WebServer(app, cfg.http.host, cfg.http.port)
             self.http_port = self._web.start()
             log.info(
-                "HTTP on http://%s:%d (/metrics, /healthz, /readyz)%s",
+                "HTTP on http://%s:%d (%s/metrics, /healthz, /readyz)%s",
                 cfg.http.host,
                 self.http_port,
+                "live view /, /api, " if cfg.http.live.enabled else "",
                 ", bearer token required" if cfg.http.token else "",
             )
-        self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
+        sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra_sinks]
+        self._state_listeners = [s.camera_state for s in sinks if isinstance(s, MqttSink)]
+        self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         self.engine = self._new_engine(cfg, loaded, rules)
         self.health.attach(self._progress)
@@ -154,9 +174,18 @@ class Daemon:
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
         box = self.hub.add(name, "newest" if live else "block", dropped)
         self._boxes[name] = box
-        worker = CaptureWorker(cam, self.cfg.capture, box, cm)
+        worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
         self.workers[name] = worker
         worker.start()
+
+    def _camera_state(self, name: str, state: CameraState) -> None:
+        """A capture worker changed state (its supervisor thread): tell the MQTT sinks."""
+        for listener in self._state_listeners:
+            listener(name, state)
+
+    def _capture_stats(self) -> dict[str, dict[str, Any]]:
+        """``CaptureWorker.stats()`` of every running camera (for the live view)."""
+        return {name: w.stats() for name, w in list(self.workers.items())}
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""

@@ -20,7 +20,10 @@ from typing import Any
 VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-2req": {"num_requests": 2},  # OPTIMAL_NUMBER_OF_INFER_REQUESTS on 2 cores
     "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
+    "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }
+#: contender name -> ``http.live`` section overrides.
+VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
 #: Contenders measured per camera count, in their default order.
 PIPELINES: tuple[str, ...] = ("naive", "single", "model_api", "vidpipe", *VIDPIPE_VARIANTS)
 #: Contenders measured once per clip (no cameras): inference ceiling and stage costs.
