@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vidpipe import redact
+from vidpipe.infer.gpu import GpuConfig
 
 
 class ConfigError(Exception):
@@ -75,7 +76,7 @@ class OpenVINOConfig(_Model):
     )
 
 
-InferenceConfig = Annotated[OpenVINOConfig, Field(discriminator="type")]
+InferenceConfig = Annotated[OpenVINOConfig | GpuConfig, Field(discriminator="type")]
 
 
 class SchedulerConfig(_Model):
@@ -332,6 +333,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
                     "jsonl": JsonlSinkConfig,
                     "snapshot": SnapshotSinkConfig,
                     "openvino": OpenVINOConfig,
+                    "tensorrt": GpuConfig,
+                    "torch": GpuConfig,
                 }.get(str(part))
                 continue
             model = _inner_model(field.annotation)
@@ -349,7 +352,7 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def _describe(err: Any, lines: dict[Path_, int]) -> str:
-    _tags = ("jsonl", "snapshot", "openvino")
+    _tags = ("jsonl", "snapshot", "openvino", "tensorrt", "torch")
     loc = tuple(p for p in err["loc"] if p not in _tags)
     line = None
     for n in range(len(loc), -1, -1):

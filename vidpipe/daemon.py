@@ -46,6 +46,7 @@ class Daemon:
         self.metrics_port: int | None = None
         self._metrics_server: Any = None
         self._signals = 0
+        self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ start-up
 
@@ -85,6 +86,7 @@ class Daemon:
             iou_threshold=cfg.model.iou_threshold,
             max_frame_age_s=cfg.scheduler.max_frame_age_ms / 1000.0,
             keep_images=self.sinks.wants_images,
+            on_fatal=self._device_lost,
         )
         for name, r in rules.items():
             self.engine.set_rules(name, r)
@@ -107,6 +109,12 @@ class Daemon:
         worker = CaptureWorker(cam, self.cfg.capture, box, cm)
         self.workers[name] = worker
         worker.start()
+
+    def _device_lost(self, exc: BaseException) -> None:
+        """The inference device is unusable: stop (watchdog pings end), exit non-zero."""
+        log.critical("inference device lost, stopping so that the service is restarted: %s", exc)
+        self.fatal = exc
+        self.stop_event.set()
 
     # ------------------------------------------------------------------ running
 
@@ -171,4 +179,5 @@ def run(cfg: Config, config_path: Path | None = None) -> int:
         raise
     log.info("vidpipe running (config %s)", config_path or "<memory>")
     daemon.wait()
-    return 0 if daemon.shutdown() else 1
+    clean = daemon.shutdown()
+    return 0 if clean and daemon.fatal is None else 1
