@@ -129,7 +129,7 @@ def test_least_loaded_gpu_gets_more_batches_fake_gpu() -> None:
 
 
 def test_wait_slot_is_false_while_every_io_set_is_busy_fake_gpu() -> None:
-    backend, rts, _ = make_backend(streams=1, max_batch=1, timeout_ms=0, kernel_s=(0.5,))
+    backend, _, _ = make_backend(streams=1, max_batch=1, timeout_ms=0, kernel_s=(0.5,))
     done = Collector()
     try:
         assert backend.capacity == 2
@@ -216,8 +216,7 @@ def echo_decoder(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detecti
 
 
 def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
-    backend, _, _ = make_backend(devices=2, streams=2, max_batch=4, timeout_ms=3,
-                                 kernel_s=(0.002,))
+    backend, _, _ = make_backend(devices=2, streams=2, max_batch=4, timeout_ms=3, kernel_s=(0.002,))
     results: list[FrameResult] = []
     lock = threading.Lock()
 
@@ -225,9 +224,16 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
         with lock:
             results.append(r)
 
-    engine = Engine(backend, echo_decoder, [str(i) for i in range(16)], Metrics(), sink,
-                    default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
-                    iou_threshold=0.5, max_frame_age_s=60.0)
+    engine = Engine(
+        backend,
+        echo_decoder,
+        [str(i) for i in range(16)],
+        Metrics(),
+        sink,
+        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
+        iou_threshold=0.5,
+        max_frame_age_s=60.0,
+    )
     hub, stop, cams, per_cam = FrameHub(), threading.Event(), 8, 30
     boxes = [hub.add(f"cam{i}", "block", lambda f: None) for i in range(cams)]
     engine.start(hub)
@@ -265,9 +271,17 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
 def test_engine_reports_a_fatal_device_once_fake_gpu() -> None:
     backend, rts, _ = make_backend(max_batch=1, timeout_ms=0)
     fatal: list[BaseException] = []
-    engine = Engine(backend, echo_decoder, ["0"], Metrics(), lambda r: None,
-                    default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
-                    iou_threshold=0.5, max_frame_age_s=60.0, on_fatal=fatal.append)
+    engine = Engine(
+        backend,
+        echo_decoder,
+        ["0"],
+        Metrics(),
+        lambda r: None,
+        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
+        iou_threshold=0.5,
+        max_frame_age_s=60.0,
+        on_fatal=fatal.append,
+    )
     engine.start()
     try:
         rts[0].sticky_on_next_wait = "cudaErrorLaunchFailure"

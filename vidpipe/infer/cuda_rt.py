@@ -167,7 +167,7 @@ class CudaRuntime:
         self.activate()
         ptr = _handle(check(self._rt.cudaMallocHost(nbytes), f"cudaMallocHost({nbytes})"))
         raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
-        array = np.frombuffer(raw, dtype=dt).reshape(shape)
+        array = np.frombuffer(memoryview(raw), dtype=dt).reshape(shape)
         array[...] = 0
         return HostBuffer(ptr, array)
 

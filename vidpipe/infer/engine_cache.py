@@ -89,10 +89,7 @@ class EngineCache:
         """Remove a stale or foreign engine so that it is rebuilt."""
         path = self.path_for(model_stem, key)
         for p in (path, path.with_suffix(".json")):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+            p.unlink(missing_ok=True)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

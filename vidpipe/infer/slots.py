@@ -21,6 +21,7 @@ pinned buffers, frees the I/O set, and hands every frame's ``Completion`` to its
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -163,8 +164,12 @@ class DeviceStreamSet:
                 return
             try:
                 rt.activate()
-                rt.copy_h2d(slot.d_input, io.host_in.ptr, n * self.executor.io.input.frame_elems,
-                            slot.stream)
+                rt.copy_h2d(
+                    slot.d_input,
+                    io.host_in.ptr,
+                    n * self.executor.io.input.frame_elems,
+                    slot.stream,
+                )
                 assert slot.ctx is not None
                 slot.ctx.enqueue(n)
                 for out, d_out, h_out in zip(
@@ -190,18 +195,22 @@ class DeviceStreamSet:
             except CudaError as probe:
                 sticky, exc = probe.sticky, probe if probe.sticky else exc
         if sticky:
-            self._go_fatal(exc)
-            self._fail(batch, self.fatal)
+            self._fail(batch, self._go_fatal(exc))
         else:
-            log.error("GPU %d: batch of %d failed: %s", self.runtime.device, len(batch.entries), exc)
+            log.error(
+                "GPU %d: batch of %d failed: %s", self.runtime.device, len(batch.entries), exc
+            )
             self._fail(batch, exc)
 
-    def _go_fatal(self, exc: BaseException) -> None:
+    def _go_fatal(self, exc: BaseException) -> BaseException:
+        """Mark the device unusable (once) and tell the batcher; returns the fatal error."""
         if self.fatal is None:
-            self.fatal = FatalDeviceError(f"GPU {self.runtime.device} is unusable: {exc}")
-            self.fatal.__cause__ = exc
-            log.critical("%s", self.fatal)
-            self._on_fatal(self.fatal)
+            fatal = FatalDeviceError(f"GPU {self.runtime.device} is unusable: {exc}")
+            fatal.__cause__ = exc
+            self.fatal = fatal
+            log.critical("%s", fatal)
+            self._on_fatal(fatal)
+        return self.fatal
 
     # ------------------------------------------------------------------ completion
 
@@ -234,8 +243,7 @@ class DeviceStreamSet:
             return
         t_done = time.perf_counter()
         per_frame = [
-            tuple(h.array[i : i + 1].copy() for h in io.host_out)
-            for i in range(len(batch.entries))
+            tuple(h.array[i : i + 1].copy() for h in io.host_out) for i in range(len(batch.entries))
         ]
         entries = batch.entries
         self._release(batch)
@@ -298,11 +306,11 @@ class DeviceStreamSet:
         if slot.ctx is not None:
             out.append(("context", slot.ctx.close))
         for io in slot.io_sets:
-            out.append(("event", lambda e=io.event: rt.event_destroy(e)))
-            out.append(("host input", lambda h=io.host_in: rt.host_free(h)))
-            out += [("host output", lambda h=h: rt.host_free(h)) for h in io.host_out]
+            out.append(("event", functools.partial(rt.event_destroy, io.event)))
+            out.append(("host input", functools.partial(rt.host_free, io.host_in)))
+            out += [("host output", functools.partial(rt.host_free, h)) for h in io.host_out]
         if slot.d_input:
-            out.append(("device input", lambda p=slot.d_input: rt.device_free(p)))
-        out += [("device output", lambda p=p: rt.device_free(p)) for p in slot.d_outputs]
-        out.append(("stream", lambda s=slot.stream: rt.stream_destroy(s)))
+            out.append(("device input", functools.partial(rt.device_free, slot.d_input)))
+        out += [("device output", functools.partial(rt.device_free, p)) for p in slot.d_outputs]
+        out.append(("stream", functools.partial(rt.stream_destroy, slot.stream)))
         return out

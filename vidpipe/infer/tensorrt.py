@@ -44,7 +44,7 @@ def import_tensorrt() -> Any:
 
 
 def _make_logger(trt: Any) -> Any:
-    class _Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+    class _Logger(trt.ILogger):
         """TensorRT's messages into vidpipe's log."""
 
         def __init__(self) -> None:
@@ -63,7 +63,7 @@ def _make_logger(trt: Any) -> Any:
 
 
 def _make_progress(trt: Any) -> Any:
-    class _Progress(trt.IProgressMonitor):  # type: ignore[misc, name-defined]
+    class _Progress(trt.IProgressMonitor):
         """Log the builder's phases (must be thread-safe: TensorRT calls it from workers)."""
 
         def __init__(self) -> None:
@@ -113,8 +113,9 @@ def build_engine(
     progress = _make_progress(trt)  # kept referenced until the build returns
     config.progress_monitor = progress
     t0 = time.monotonic()
-    log.info("building a TensorRT engine (batch 1..%d, %s); this takes minutes", max_batch,
-             precision)
+    log.info(
+        "building a TensorRT engine (batch 1..%d, %s); this takes minutes", max_batch, precision
+    )
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise BackendError("TensorRT failed to build the engine (see the tensorrt log lines)")
@@ -188,7 +189,7 @@ class TensorRTExecutor:
             model_sha256=file_sha256(model_path),
             tensorrt_version=str(trt.__version__),
             gpu_name=runtime.name,
-            compute_capability="%d.%d" % runtime.compute_capability,
+            compute_capability="{}.{}".format(*runtime.compute_capability),
             precision=precision,
             min_batch=1,
             opt_batch=max_batch,

@@ -74,13 +74,16 @@ class TorchContext:
     def enqueue(self, batch: int) -> None:
         """Queue the model on the slot's stream; returns once the kernels are queued."""
         torch = self._ex.torch
-        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
-            with torch.inference_mode():
-                ys = self._ex.module(self._input[:batch])
-                if isinstance(ys, torch.Tensor):
-                    ys = (ys,)
-                for dst, y in zip(self._outputs, ys, strict=True):
-                    dst[:batch].copy_(y)
+        with (
+            torch.cuda.device(self._ex.device),
+            torch.cuda.stream(self.stream),
+            torch.inference_mode(),
+        ):
+            ys = self._ex.module(self._input[:batch])
+            if isinstance(ys, torch.Tensor):
+                ys = (ys,)
+            for dst, y in zip(self._outputs, ys, strict=True):
+                dst[:batch].copy_(y)
 
     def close(self) -> None:
         self._input = None
@@ -153,4 +156,3 @@ class TorchExecutor:
 
     def close(self) -> None:
         self.module = None
-
