@@ -32,15 +32,22 @@ from typing import Any
 import numpy as np
 
 
-def _executor(kind: str, model: Path, device: int, max_batch: int, precision: str) -> Any:
+def _executor(args: argparse.Namespace, max_batch: int) -> Any:
     from vidpipe.infer.cuda_rt import CudaRuntime
     from vidpipe.infer.gpu import GpuConfig, make_executor
 
     cfg = GpuConfig.model_validate(
-        {"type": kind, "devices": [device], "max_batch": max_batch, "precision": precision}
+        {
+            "type": args.type,
+            "devices": [args.device],
+            "max_batch": max_batch,
+            "precision": args.precision,
+            **_graphs(args),
+        }
     )
+    device = args.device
     rt = CudaRuntime(device)
-    return rt, make_executor(model, rt, cfg)
+    return rt, make_executor(args.model, rt, cfg)
 
 
 def tight_loop(rt: Any, ex: Any, batch: int, seconds: float) -> float:
@@ -114,7 +121,7 @@ def stream_set_rate(
 def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[str, Any]]:
     points = []
     for batch in args.batches:
-        rt, ex = _executor(args.type, args.model, args.device, batch, args.precision)
+        rt, ex = _executor(args, batch)
         tight = tight_loop(rt, ex, batch, args.seconds)
         for k in args.streams:
             rate, stats = stream_set_rate([(rt, ex)], k, args.seconds, frames)
@@ -187,6 +194,7 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
             "max_batch": args.stream_batch,
             "batch_timeout_ms": 10,
             "precision": args.precision,
+            **_graphs(args),
         },
         "metrics": {"enabled": False},
         "cameras": [
@@ -217,6 +225,7 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
         with lock:
             n = count[0] - start
         cpu = (time.process_time() - cpu0) / elapsed
+        drops = _drops(daemon.metrics.registry)
     finally:
         daemon.stop_event.set()
         daemon.shutdown()
@@ -228,9 +237,25 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
         "fraction": round(n / elapsed / expected, 3),
         "sustained": n / elapsed >= 0.95 * expected,
         "process_cpu_cores": round(cpu, 2),
+        "drops_since_start": drops,
     }
     print(json.dumps(point), flush=True)
     return point
+
+
+def _graphs(args: argparse.Namespace) -> dict[str, bool]:
+    return {"cuda_graphs": not args.eager} if args.type == "torch" else {}
+
+
+def _drops(registry: Any) -> dict[str, float]:
+    """Frames dropped so far, by reason, over all cameras."""
+    out: dict[str, float] = {}
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name == "vidpipe_frames_dropped_total":
+                reason = s.labels.get("reason", "?")
+                out[reason] = out.get(reason, 0.0) + s.value
+    return out
 
 
 def _ints(text: str) -> list[int]:
@@ -253,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stream-batch", type=int, default=32)
     p.add_argument("--warmup", type=float, default=6.0)
     p.add_argument("--window", type=float, default=12.0)
+    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
     doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}

@@ -53,6 +53,11 @@ class GpuConfig(BaseModel):
     workspace_mib: int | None = Field(
         None, ge=16, description="TensorRT builder workspace limit, MiB (tensorrt only; 1024)"
     )
+    cuda_graphs: bool | None = Field(
+        None,
+        description="torch only: capture the model as CUDA graphs per slot (default true); "
+        "false runs it eagerly, whose Python holds the GIL for milliseconds per batch",
+    )
     engine_cache_dir: Path | None = Field(
         None,
         description=f"where built engines are kept (tensorrt only; {DEFAULT_ENGINE_CACHE})",
@@ -73,6 +78,8 @@ class GpuConfig(BaseModel):
             for name in ("workspace_mib", "engine_cache_dir"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} applies to type tensorrt only, not torch")
+        elif self.cuda_graphs is not None:
+            raise ValueError("cuda_graphs applies to type torch only, not tensorrt")
         return self
 
     @property
@@ -119,7 +126,9 @@ def make_executor(model_path: Path, rt: CudaRuntime, cfg: GpuConfig) -> BatchExe
     if cfg.type == "torch":
         from vidpipe.infer.torch_executor import TorchExecutor
 
-        return TorchExecutor(model_path, rt.device, cfg.max_batch, cfg.precision)
+        return TorchExecutor(
+            model_path, rt.device, cfg.max_batch, cfg.precision, cfg.cuda_graphs is not False
+        )
     if cfg.type == "tensorrt":
         from vidpipe.infer.tensorrt import TensorRTExecutor
 

@@ -14,9 +14,11 @@ A submission on a slot (``DeviceStreamSet.dispatch``):
 3. copies device to host asynchronously,
 4. records the I/O set's event.
 
-One completion thread per device waits on those events in submission order (never
-``cudaStreamSynchronize`` on the submitting thread), copies each frame's outputs out of the
+One completion thread per slot waits on its events in submission order (never
+``cudaStreamSynchronize`` on the submitting thread), copies the batch's outputs out of the
 pinned buffers, frees the I/O set, and hands every frame's ``Completion`` to its callback.
+A thread per slot rather than per device: the output copies (1.2 MB a frame for YOLOX at
+416) then run side by side, the GIL released by numpy, instead of queueing behind each other.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class Slot:
     ctx: ExecContext | None = None
     io_sets: list[IoSet] = field(default_factory=list)
     queued: int = 0  # batches enqueued on the stream and not yet completed
+    fifo: queue.SimpleQueue[Batch | None] = field(default_factory=queue.SimpleQueue)
+    thread: threading.Thread | None = None
 
 
 @dataclass(eq=False)
@@ -103,7 +107,6 @@ class DeviceStreamSet:
         self.slots: list[Slot] = []
         self._free: list[IoSet] = []
         self._enqueue_lock = threading.Lock()
-        self._fifo: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self.pending = 0  # frames dispatched to this device and not yet released
         self.fatal: BaseException | None = None
         self.batches = 0
@@ -118,10 +121,14 @@ class DeviceStreamSet:
             self._free_resources()
             raise
         self._free = [io for s in self.slots for io in s.io_sets]
-        self._thread = threading.Thread(
-            target=self._completion_loop, name=f"vidpipe-gpu{runtime.device}-done", daemon=True
-        )
-        self._thread.start()
+        for slot in self.slots:
+            slot.thread = threading.Thread(
+                target=self._completion_loop,
+                args=(slot,),
+                name=f"vidpipe-gpu{runtime.device}-slot{slot.index}",
+                daemon=True,
+            )
+            slot.thread.start()
 
     def _fill_slot(self, slot: Slot) -> None:
         rt, io, b = self.runtime, self.executor.io, self.max_batch
@@ -184,7 +191,7 @@ class DeviceStreamSet:
                 slot.queued += 1
             self.batches += 1
             self.frames += n
-            self._fifo.put(batch)  # inside the lock: completion order follows enqueue order
+            slot.fifo.put(batch)  # inside the lock: completion order follows enqueue order
 
     def _dispatch_failed(self, batch: Batch, exc: BaseException) -> None:
         """Decide whether the device is gone (sticky) or only this batch failed."""
@@ -214,13 +221,13 @@ class DeviceStreamSet:
 
     # ------------------------------------------------------------------ completion
 
-    def _completion_loop(self) -> None:
+    def _completion_loop(self, slot: Slot) -> None:
         try:
             self.runtime.activate()
         except BaseException as exc:
             self._go_fatal(exc)
         while True:
-            batch = self._fifo.get()
+            batch = slot.fifo.get()
             if batch is None:
                 return
             try:
@@ -242,9 +249,9 @@ class DeviceStreamSet:
             self._fail(batch, self.fatal)
             return
         t_done = time.perf_counter()
-        per_frame = [
-            tuple(h.array[i : i + 1].copy() for h in io.host_out) for i in range(len(batch.entries))
-        ]
+        n = len(batch.entries)
+        copies = [h.array[:n].copy() for h in io.host_out]  # one copy per batch and output
+        per_frame = [tuple(c[i : i + 1] for c in copies) for i in range(n)]
         entries = batch.entries
         self._release(batch)
         for (tag, on_done, t0), outputs in zip(entries, per_frame, strict=True):
@@ -281,12 +288,20 @@ class DeviceStreamSet:
     # ------------------------------------------------------------------ shutdown
 
     def close(self, timeout_s: float) -> None:
-        """Stop the completion thread (after what is queued) and free everything."""
-        self._fifo.put(None)
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            log.warning("GPU %d: completion thread still alive; buffers kept", self.runtime.device)
-            return
+        """Stop the completion threads (after what is queued) and free everything."""
+        deadline = time.monotonic() + timeout_s
+        for slot in self.slots:
+            slot.fifo.put(None)
+        for slot in self.slots:
+            if slot.thread is not None:
+                slot.thread.join(max(0.0, deadline - time.monotonic()))
+                if slot.thread.is_alive():
+                    log.warning(
+                        "GPU %d: completion thread of slot %d still alive; buffers kept",
+                        self.runtime.device,
+                        slot.index,
+                    )
+                    return
         self._free_resources()
 
     def _free_resources(self) -> None:

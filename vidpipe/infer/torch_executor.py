@@ -55,8 +55,27 @@ class _DeviceArray:
         }
 
 
+def graph_sizes(max_batch: int) -> list[int]:
+    """Batch sizes captured as CUDA graphs: powers of two below ``max_batch``, and it."""
+    sizes = {max_batch}
+    b = 1
+    while b < max_batch:
+        sizes.add(b)
+        b *= 2
+    return sorted(sizes)
+
+
 class TorchContext:
-    """One slot: its stream as an ExternalStream, its buffers as tensors."""
+    """One slot: its stream as an ExternalStream, its buffers as tensors.
+
+    With CUDA graphs, the model is captured once per size of ``graph_sizes`` reading this
+    slot's device input and writing its device outputs (their addresses never change), and an
+    enqueue is one ``replay`` on the slot's stream. A batch of ``n`` frames replays the
+    smallest captured size ``>= n``; the rows past ``n`` compute on stale input and are never
+    read. Without graphs, each enqueue runs the module eagerly, and the Python of its ~300
+    operations holds the GIL for milliseconds per batch: measured on the H200 to starve the
+    other pipeline threads (README, GPU section).
+    """
 
     def __init__(self, ex: TorchExecutor, stream: int, d_input: int, d_outputs: list[int]) -> None:
         torch = ex.torch
@@ -70,22 +89,49 @@ class TorchContext:
             torch.as_tensor(_DeviceArray(ptr, (b, *o.shape), "<f4"), device=ex.device)
             for ptr, o in zip(d_outputs, ex.io.outputs, strict=True)
         ]
+        self._graphs: dict[int, Any] = {}
+        if ex.cuda_graphs:
+            self._capture()
+
+    def _run(self, batch: int) -> None:
+        ys = self._ex.module(self._input[:batch])
+        if isinstance(ys, self._ex.torch.Tensor):
+            ys = (ys,)
+        for dst, y in zip(self._outputs, ys, strict=True):
+            dst[:batch].copy_(y)
+
+    def _capture(self) -> None:
+        """Capture every graph size, largest first, sharing one memory pool per slot."""
+        torch = self._ex.torch
+        pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream(device=self._ex.device)
+        with torch.cuda.device(self._ex.device), torch.inference_mode():
+            for size in sorted(graph_sizes(self._ex.max_batch), reverse=True):
+                with torch.cuda.stream(side):
+                    self._run(size)  # eager first: lazy initialisation must not be captured
+                side.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(
+                    graph, pool=pool, stream=side, capture_error_mode="thread_local"
+                ):
+                    self._run(size)
+                self._graphs[size] = graph
+            side.synchronize()
+        self._sizes = sorted(self._graphs)
 
     def enqueue(self, batch: int) -> None:
-        """Queue the model on the slot's stream; returns once the kernels are queued."""
+        """Queue the model on the slot's stream; returns once the work is queued."""
         torch = self._ex.torch
-        with (
-            torch.cuda.device(self._ex.device),
-            torch.cuda.stream(self.stream),
-            torch.inference_mode(),
-        ):
-            ys = self._ex.module(self._input[:batch])
-            if isinstance(ys, torch.Tensor):
-                ys = (ys,)
-            for dst, y in zip(self._outputs, ys, strict=True):
-                dst[:batch].copy_(y)
+        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
+            if self._graphs:
+                size = next(s for s in self._sizes if s >= batch)
+                self._graphs[size].replay()
+                return
+            with torch.inference_mode():
+                self._run(batch)
 
     def close(self) -> None:
+        self._graphs = {}
         self._input = None
         self._outputs = []
 
@@ -93,8 +139,16 @@ class TorchContext:
 class TorchExecutor:
     """The ONNX model as a PyTorch module on one CUDA device (``BatchExecutor``)."""
 
-    def __init__(self, model_path: Path, device: int, max_batch: int, precision: str) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        device: int,
+        max_batch: int,
+        precision: str,
+        cuda_graphs: bool = True,
+    ) -> None:
         self.torch = torch = _torch()
+        self.cuda_graphs = cuda_graphs
         try:
             import onnx2torch
         except ImportError as exc:
@@ -122,7 +176,7 @@ class TorchExecutor:
             "precision": precision,
             "model": model_path.name,
             "executor": f"onnx2torch {getattr(onnx2torch, '__version__', '?')}, "
-            f"torch {torch.__version__}",
+            f"torch {torch.__version__}, cuda graphs {'on' if cuda_graphs else 'off'}",
         }
         self._warm_up()
 
@@ -134,20 +188,21 @@ class TorchExecutor:
                     setattr(owner, name, buf.cpu())
 
     def _warm_up(self) -> None:
-        """Every batch size once: cuDNN autotunes per shape, and a partial batch (timeout)
-        must not stall the stream set later while it does."""
+        """Every batch size that will run once: cuDNN autotunes per shape (never during a
+        graph capture, nor later on a stream the pipeline waits for)."""
         torch = self.torch
         shape = self.io.input.shape
         t0 = time.perf_counter()
+        sizes = graph_sizes(self.max_batch) if self.cuda_graphs else range(1, self.max_batch + 1)
         with torch.cuda.device(self.device), torch.inference_mode():
-            for b in range(1, self.max_batch + 1):
+            for b in sizes:
                 x = torch.full((b, *shape), 114, dtype=torch.uint8, device=self.device)
                 self.module(x)
             torch.cuda.synchronize(self.device)
         log.info(
-            "torch executor on %s: warmed up batch 1..%d in %.1f s",
+            "torch executor on %s: warmed up batch sizes %s in %.1f s",
             self.device,
-            self.max_batch,
+            list(sizes),
             time.perf_counter() - t0,
         )
 
