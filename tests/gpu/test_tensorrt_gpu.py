@@ -16,7 +16,7 @@ from vidpipe.infer.engine_cache import EngineCache
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
 from vidpipe.infer.tensorrt import TensorRTExecutor
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1200)]
 
 
 def test_engine_is_built_cached_and_rebuilt_when_foreign_gpu(model_path: Path, tmp_path: Path):

@@ -23,7 +23,7 @@ from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.preprocess.letterbox import letterbox
 from vidpipe.types import Completion
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
 
 def letterboxed(assets_dir: Path) -> dict[str, np.ndarray]:
