@@ -180,6 +180,34 @@ def make_clip(src: Path, dst: Path, fps: int = 25) -> str:
     return "OpenCV mp4v (MPEG-4 part 2) 1920x1080 25 fps, source frames not duplicated"
 
 
+def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
+    """The scheduler thread's per-frame work for a 1080p frame: letterbox into a pool buffer.
+
+    One thread does this for every camera, so ``1000 / fill_ms`` bounds the frames per
+    second the Engine can submit, whatever the GPU does.
+    """
+    import cv2
+
+    from vidpipe.preprocess.buffers import BufferPool
+    from vidpipe.types import TensorSpec
+
+    cap = cv2.VideoCapture(str(clip))
+    images: list[np.ndarray] = []
+    while len(images) < 50:
+        ok, img = cap.read()
+        if not ok:
+            break
+        images.append(np.asarray(img, np.uint8))
+    cap.release()
+    buf = BufferPool(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 1).acquire(1.0)
+    assert buf is not None
+    t0 = time.perf_counter()
+    for i in range(frames):
+        buf.fill(images[i % len(images)])
+    fill_ms = (time.perf_counter() - t0) * 1000 / frames
+    return {"fill_ms": round(fill_ms, 3), "bound_fps": round(1000 / fill_ms, 1)}
+
+
 def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str, Any]:
     """Run the daemon with ``cameras`` real-time 1080p cameras; did inference keep up?"""
     from vidpipe.config import Config
@@ -288,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cameras and args.clip:
         clip = args.json.parent / "clip-1080p25.mp4"
         doc["clip"] = make_clip(args.clip, clip)
+        doc["preprocess_1080p"] = preprocess_cost(clip)
+        print(json.dumps(doc["preprocess_1080p"]), flush=True)
         doc["streams_1080p25"] = []
         for n in args.cameras:
             point = stream_point(args, clip, n)
