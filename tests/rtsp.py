@@ -68,6 +68,7 @@ class RtspServer:
         loop: every clip loops forever (no end of stream).
         user: require RTSP basic auth with this user (and ``password``).
         password: the password for ``user``.
+        digest: ask for RTSP digest authentication instead of basic.
         port: port to listen on; 0 lets the server pick a free one.
         start_timeout_s: how long to wait for the server's ``READY`` line.
     """
@@ -79,6 +80,7 @@ class RtspServer:
         loop: bool = False,
         user: str | None = None,
         password: str | None = None,
+        digest: bool = False,
         port: int = 0,
         start_timeout_s: float = 15.0,
     ) -> None:
@@ -86,6 +88,7 @@ class RtspServer:
         self.loop = loop
         self.user = user
         self.password = password
+        self.digest = digest
         self.port = port
         self.start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
@@ -103,6 +106,8 @@ class RtspServer:
             cmd.append("--loop")
         if self.user is not None:
             cmd += ["--user", self.user, "--password", self.password or ""]
+            if self.digest:
+                cmd.append("--digest")
         if self._stderr is not None:
             self._stderr.close()
         # stderr goes to a file: an unread pipe could fill up and block the server.

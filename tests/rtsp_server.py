@@ -31,7 +31,8 @@ import gi
 gi.require_version("Gst", "1.0")
 gi.require_version("GstApp", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstApp, GstRtspServer  # noqa: E402
+gi.require_version("GstRtsp", "1.0")
+from gi.repository import GLib, Gst, GstApp, GstRtsp, GstRtspServer  # noqa: E402
 
 _PLAIN = (
     "( filesrc location={path} ! qtdemux ! h264parse config-interval=-1 "
@@ -127,11 +128,15 @@ def _make_factory(path: Path, loop: bool, auth: bool) -> GstRtspServer.RTSPMedia
     return factory
 
 
-def _make_auth(user: str, password: str) -> GstRtspServer.RTSPAuth:
+def _make_auth(user: str, password: str, digest: bool) -> GstRtspServer.RTSPAuth:
     auth = GstRtspServer.RTSPAuth()
     token = GstRtspServer.RTSPToken()
     token.set_string("media.factory.role", _ROLE)
-    auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+    if digest:
+        auth.add_digest(user, password, token)
+        auth.set_supported_methods(GstRtsp.RTSPAuthMethod.DIGEST)
+    else:
+        auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
     return auth
 
 
@@ -152,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--videos", type=Path, required=True, help="directory of *.mp4 clips")
     parser.add_argument("--user", help="require RTSP basic auth with this user")
     parser.add_argument("--password", help="password for --user")
+    parser.add_argument("--digest", action="store_true", help="digest instead of basic auth")
     parser.add_argument("--loop", action="store_true", help="each clip loops forever")
     parser.add_argument("--parent-pid", type=int, help="exit when this process (our parent) dies")
     args = parser.parse_args(argv)
@@ -167,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
+    # one thread per client (the default pool has one thread: clients queue behind a slow one)
+    server.get_thread_pool().set_max_threads(64)
     auth = args.user is not None
     if auth:
-        server.set_auth(_make_auth(args.user, args.password))
+        server.set_auth(_make_auth(args.user, args.password, args.digest))
     mounts = server.get_mount_points()
     for clip in clips:
         mounts.add_factory(f"/{clip.stem}", _make_factory(clip.resolve(), args.loop, auth))

@@ -96,6 +96,12 @@ class CaptureConfig(_Model):
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
     decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
+    analyze_duration_ms: int = Field(
+        500,
+        ge=0,
+        description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
+        "take 2.8 s each, and OpenCV opens one camera at a time); 0 keeps FFmpeg's default",
+    )
 
 
 class CameraConfig(_Model):
@@ -172,10 +178,25 @@ class SnapshotSinkConfig(_Model):
 SinkConfig = Annotated[JsonlSinkConfig | SnapshotSinkConfig, Field(discriminator="type")]
 
 
-class MetricsConfig(_Model):
+class HttpConfig(_Model):
+    """The daemon's one HTTP server: /metrics, /healthz, /readyz (and the live view)."""
+
     enabled: bool = True
-    host: str = Field("127.0.0.1", description="bind address (prometheus-client defaults 0.0.0.0)")
+    host: str = Field("127.0.0.1", description="bind address; loopback unless you mean it")
     port: int = Field(9108, ge=0, le=65535, description="0 picks a free port")
+    token: str | None = Field(
+        None,
+        min_length=16,
+        description="bearer token required on every endpoint but /healthz and /readyz; "
+        "use ${file:NAME} or ${VAR} so it stays out of the file",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _register_token(cls, v: str | None) -> str | None:
+        if v is not None:
+            redact.register_secret(v)
+        return v
 
 
 class LoggingConfig(_Model):
@@ -190,7 +211,7 @@ class Config(_Model):
     inference: InferenceConfig = Field(default_factory=OpenVINOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     capture: CaptureConfig = Field(default_factory=CaptureConfig)
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     sinks: list[SinkConfig] = Field(default_factory=list)
     shutdown_timeout_s: float = Field(10.0, gt=0, description="drain limit on SIGTERM")

@@ -16,18 +16,19 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
 from vidpipe.config import Config
 from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
+from vidpipe.health import Health
 from vidpipe.metrics import Metrics
 from vidpipe.model import camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks import SinkPool, build_sinks
 from vidpipe.types import Frame
+from vidpipe.web import RouteInstaller, WebServer, build_app
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class Daemon:
         self.workers: dict[str, CaptureWorker] = {}
         self.engine: Engine | None = None
         self.sinks: SinkPool | None = None
-        self.metrics_port: int | None = None
-        self._metrics_server: Any = None
+        self.health = Health(stall_after_s=max(30.0, 4 * cfg.capture.stall_timeout_s))
+        # features (live view, ...) append route installers before start()
+        self.web_installers: list[RouteInstaller] = []
+        self.http_port: int | None = None
+        self._web: WebServer | None = None
         self._signals = 0
         self.fatal: BaseException | None = None
 
@@ -66,11 +70,16 @@ class Daemon:
             desc.get("optimal_requests", "?"),
             desc.get("input", "?"),
         )
-        if cfg.metrics.enabled:
-            self._metrics_server, self.metrics_port = self.metrics.serve(
-                cfg.metrics.host, cfg.metrics.port
+        if cfg.http.enabled:
+            app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)
+            self._web = WebServer(app, cfg.http.host, cfg.http.port)
+            self.http_port = self._web.start()
+            log.info(
+                "HTTP on http://%s:%d (/metrics, /healthz, /readyz)%s",
+                cfg.http.host,
+                self.http_port,
+                ", bearer token required" if cfg.http.token else "",
             )
-            log.info("metrics on http://%s:%d/metrics", cfg.metrics.host, self.metrics_port)
         self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
         self.sinks.start()
         spec = loaded.backend.input_spec
@@ -90,12 +99,14 @@ class Daemon:
         )
         for name, r in rules.items():
             self.engine.set_rules(name, r)
+        self.health.attach(self._progress)
         self.engine.start(self.hub)
-        configure_ffmpeg_env()
+        configure_ffmpeg_env(cfg.capture.analyze_duration_ms)
         for cam in cfg.cameras:
             if cam.enabled:
                 self._start_camera(cam.name)
         log.info("started %d camera(s)", len(self.workers))
+        self.health.set_ready()
 
     def _start_camera(self, name: str) -> None:
         cam = next(c for c in self.cfg.cameras if c.name == name)
@@ -110,10 +121,18 @@ class Daemon:
         self.workers[name] = worker
         worker.start()
 
+    def _progress(self) -> tuple[float, int]:
+        """Health probe: last completion time, frames in flight or waiting in mailboxes."""
+        assert self.engine is not None
+        last, unfinished = self.engine.progress()
+        return last, unfinished + self.hub.pending()
+
     def _device_lost(self, exc: BaseException) -> None:
-        """The inference device is unusable: stop (watchdog pings end), exit non-zero."""
+        """The inference device is unusable: unhealthy at once (watchdog pings end), stop,
+        exit non-zero so that the service manager restarts the process."""
         log.critical("inference device lost, stopping so that the service is restarted: %s", exc)
         self.fatal = exc
+        self.health.fail(f"inference device lost: {exc}")
         self.stop_event.set()
 
     # ------------------------------------------------------------------ running
@@ -144,6 +163,7 @@ class Daemon:
         """Stop in pipeline order within ``shutdown_timeout_s``. True if nothing was lost."""
         deadline = time.monotonic() + self.cfg.shutdown_timeout_s
         clean = True
+        self.health.set_stopping()
         for w in self.workers.values():
             w.stop()
         for name, w in self.workers.items():
@@ -161,10 +181,29 @@ class Daemon:
             left = self.sinks.close(max(0.1, deadline - time.monotonic()))
             if any(left.values()):
                 clean = False
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
+        self._log_summary()
+        if self._web is not None:
+            self._web.stop()
         log.info("stopped%s", "" if clean else " (some results were not written)")
         return clean
+
+    def _log_summary(self) -> None:
+        """One line that accounts for every frame that entered inference."""
+        engine, sinks = self.engine, self.sinks
+        if engine is None or sinks is None:
+            return
+        per_sink = ", ".join(
+            f"{name}: {c['written']} written, {c['errors']} failed, {c['dropped']} dropped"
+            for name, c in sinks.counts().items()
+        )
+        log.info(
+            "accounting: %d frame(s) entered inference, %d finished, %d result(s) handed to "
+            "sinks (%s)",
+            engine.submitted,
+            engine.completed,
+            engine.delivered,
+            per_sink or "no sinks",
+        )
 
 
 def run(cfg: Config, config_path: Path | None = None) -> int:

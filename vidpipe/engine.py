@@ -92,6 +92,7 @@ class Engine:
         self._unfinished = 0
         self.submitted = 0
         self.completed = 0
+        self.delivered = 0  # results handed to on_result (the postprocess thread counts)
         self.last_completion = time.monotonic()
         metrics.pool_size.set(backend.capacity)
         metrics.inflight.set_function(backend.in_flight)
@@ -215,6 +216,7 @@ class Engine:
                 self.metrics.camera(completion.tag.frame.camera).drop("inference_error")
             finally:
                 self._depth.release()
+                self.last_completion = time.monotonic()
                 with self._idle:
                     self._unfinished -= 1
                     self.completed += 1
@@ -261,6 +263,7 @@ class Engine:
         if len(dets):
             self._count_classes(cam.detections, dets.class_id.tolist())
         self.on_result(result)
+        self.delivered += 1
 
     def _count_classes(self, inc: Callable[[str, int], None], class_ids: list[int]) -> None:
         counts: dict[int, int] = {}
@@ -270,6 +273,10 @@ class Engine:
             inc(self.labels[cid] if 0 <= cid < len(self.labels) else str(cid), n)
 
     # ------------------------------------------------------------------ shutdown
+
+    def progress(self) -> tuple[float, int]:
+        """(monotonic time of the last completion, frames submitted but not finished)."""
+        return self.last_completion, self._unfinished
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every submitted frame has been postprocessed and handed on."""

@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import start_http_server
 
 from vidpipe.types import CameraState
 
@@ -130,6 +129,13 @@ class Metrics:
         self.sink_written = Counter(
             "vidpipe_sink_written", "Items a sink handled", ["sink"], registry=r
         )
+        self.sink_delay = Histogram(
+            "vidpipe_sink_delay_seconds",
+            "From a result's completion to its sink having handled it",
+            ["sink"],
+            buckets=(*_LATENCY_BUCKETS, 30, 60),
+            registry=r,
+        )
         self._cameras: dict[str, CameraMetrics] = {}
         self._lock = threading.Lock()
 
@@ -155,8 +161,3 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
-
-    def serve(self, host: str, port: int) -> tuple[object, int]:
-        """Start the /metrics HTTP server; returns (server, bound port)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        return server, int(server.server_port)

@@ -11,208 +11,33 @@ import itertools
 import logging
 import os
 import re
-import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.rtsp import RtspServer, gst_rtsp_available
+from tests.component.capture_rig import (
+    CAR,
+    CAR_FRAMES,
+    FAST,
+    PERSON,
+    Rig,
+    S,
+    free_port,
+    wait_until,
+)
+from tests.rtsp import RtspServer
 from vidpipe.capture import (
-    ALLOWED_TRANSITIONS,
     Backoff,
-    CaptureWorker,
     Decimator,
     IllegalTransitionError,
     check_transition,
     configure_ffmpeg_env,
 )
 from vidpipe.capture.source import FFMPEG_OPTIONS_ENV, source_for
-from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.handoff import FrameHub, Policy
-from vidpipe.metrics import Metrics
-from vidpipe.types import CameraState, Frame
-
-S = CameraState
-CAR = "car-detection"  # 377 frames, 12.5 fps, 768x432, keyframe every 4.8 s
-PERSON = "one-by-one-person-detection"  # 10 fps, keyframe every second: quick RTSP joins
-CAR_FRAMES = 377
-
-FAST = CaptureConfig(
-    open_timeout_ms=1500,
-    read_timeout_ms=1500,
-    stall_timeout_s=2.0,
-    backoff_initial_s=0.2,
-    backoff_max_s=1.0,
-    decoder_threads=1,
-)
-
-
-# -- helpers ---------------------------------------------------------------------------------
-
-
-@dataclass
-class StateLog:
-    """Every state change of a worker, with the time it happened."""
-
-    changes: list[tuple[float, CameraState]] = field(default_factory=list)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-
-    def __call__(self, _camera: str, state: CameraState) -> None:
-        with self.cond:
-            self.changes.append((time.monotonic(), state))
-            self.cond.notify_all()
-
-    def states(self) -> list[CameraState]:
-        with self.cond:
-            return [s for _, s in self.changes]
-
-    def wait_for(self, state: CameraState, timeout_s: float, after: int = 0) -> float:
-        """Time of the first change to ``state`` at index >= ``after``; fails on timeout."""
-        deadline = time.monotonic() + timeout_s
-        with self.cond:
-            while True:
-                for t, s in self.changes[after:]:
-                    if s is state:
-                        return t
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    pytest.fail(f"no {state.name} within {timeout_s} s; saw {self.states()}")
-                self.cond.wait(left)
-
-    def assert_legal(self) -> None:
-        states = self.states()
-        for old, new in itertools.pairwise(states):
-            assert new in ALLOWED_TRANSITIONS[old], f"{old.name} -> {new.name} in {states}"
-
-
-class Collector:
-    """Takes frames from a FrameHub on its own thread, like the preprocessing stage does."""
-
-    def __init__(self, hub: FrameHub, take_interval_s: float = 0.0) -> None:
-        self.hub = hub
-        self.frames: dict[str, list[Frame]] = {}
-        self.take_interval_s = take_interval_s
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="test-collector", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            frame = self.hub.take(0.05)
-            if frame is not None:
-                with self._lock:
-                    self.frames.setdefault(frame.camera, []).append(frame)
-                if self.take_interval_s:
-                    self._stop.wait(self.take_interval_s)
-
-    def of(self, camera: str) -> list[Frame]:
-        with self._lock:
-            return list(self.frames.get(camera, []))
-
-    def wait_count(self, camera: str, n: int, timeout_s: float) -> list[Frame]:
-        deadline = time.monotonic() + timeout_s
-        while len(got := self.of(camera)) < n:
-            if time.monotonic() > deadline:
-                pytest.fail(f"{camera}: {len(got)} of {n} frames within {timeout_s} s")
-            time.sleep(0.02)
-        return got
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
-class Rig:
-    """Real Metrics, a real FrameHub and the workers under test; cleans up after itself."""
-
-    def __init__(self) -> None:
-        self.metrics = Metrics()
-        self.hub = FrameHub()
-        self.workers: list[CaptureWorker] = []
-        self.collector = Collector(self.hub)
-
-    def worker(
-        self,
-        name: str,
-        url: str,
-        policy: Policy,
-        capture: CaptureConfig = FAST,
-        **camera: object,
-    ) -> tuple[CaptureWorker, StateLog]:
-        cm = self.metrics.camera(name)
-        box = self.hub.add(name, policy, lambda _f: cm.drop("overwritten"))
-        states = StateLog()
-        cfg = CameraConfig.model_validate({"name": name, "url": url, **camera})
-        worker = CaptureWorker(cfg, capture, box, cm, on_state=states)
-        self.workers.append(worker)
-        return worker, states
-
-    def value(self, metric: str, **labels: str) -> float:
-        got = self.metrics.registry.get_sample_value(metric, labels)
-        return 0.0 if got is None else float(got)
-
-    def errors(self, camera: str, reason: str) -> float:
-        return self.value("vidpipe_camera_errors_total", camera=camera, reason=reason)
-
-    def close(self, join_timeout_s: float = 15.0) -> None:
-        for w in self.workers:
-            w.stop()
-        ended = [w.join(join_timeout_s) for w in self.workers]
-        self.collector.close()
-        assert all(ended), [w.stats() for w in self.workers]
-        for w in self.workers:
-            assert w.failure is None, w.failure
-            assert w.state is S.STOPPED
-
-
-def capture_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("capture-")]
-
-
-@pytest.fixture
-def rig() -> Iterator[Rig]:
-    baseline = threading.active_count()
-    r = Rig()
-    try:
-        yield r
-    finally:
-        r.close()
-    assert capture_threads() == []
-    assert threading.active_count() == baseline
-
-
-@pytest.fixture(scope="module")
-def videos(assets_dir: Path) -> Path:
-    return assets_dir / "videos"
-
-
-@pytest.fixture(scope="module")
-def rtsp_ok() -> None:
-    why = gst_rtsp_available()
-    if why is not None:
-        pytest.fail(f"the RTSP test server cannot run: {why}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
-
+from vidpipe.types import CameraState
 
 # -- pure parts ------------------------------------------------------------------------------
 
@@ -268,10 +93,13 @@ def test_ffmpeg_env_keeps_tcp_and_is_idempotent(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv(FFMPEG_OPTIONS_ENV, raising=False)
     configure_ffmpeg_env()
     configure_ffmpeg_env()
-    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp"
-    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000")
+    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|analyzeduration;500000"
+    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000|analyzeduration;2000000")
     configure_ffmpeg_env()
-    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|timeout;5000000"
+    assert (
+        os.environ[FFMPEG_OPTIONS_ENV]
+        == "rtsp_transport;tcp|timeout;5000000|analyzeduration;2000000"
+    )
 
 
 @pytest.mark.timeout(5)
@@ -421,7 +249,7 @@ def test_rtsp_camera_streams_and_wrong_password_backs_off(
         seqs = [f.seq for f in frames]
         assert seqs == sorted(set(seqs))
         assert frames[0].image.shape == (432, 768, 3)
-        assert rig.errors("intruder", "open_failed") >= 1
+        assert rig.errors("intruder", "unauthorized") >= 1
         assert rig.value("vidpipe_camera_up", camera="intruder") == 0
     # No credential anywhere: logs, stats, or what FFmpeg printed on fd 2.
     text = caplog.text + capfd.readouterr().err + repr(good.stats()) + repr(bad.stats())
@@ -446,7 +274,7 @@ def test_server_killed_then_restarted_reconnects(rig: Rig, videos: Path, rtsp_ok
         t_backoff = states.wait_for(S.BACKOFF, 5, after=n_before)
         assert rig.value("vidpipe_camera_up", camera="walkway") == 0
         assert rig.errors("walkway", "read_failed") == 1
-        wait_until(lambda: rig.errors("walkway", "open_failed") >= 2, 5, "failed reopens")
+        wait_until(lambda: rig.errors("walkway", "connection_refused") >= 2, 5, "refused reopens")
         other_before = len(rig.collector.of("street"))
         last_seq = rig.collector.of("walkway")[-1].seq
 
@@ -518,7 +346,7 @@ def test_wrong_port_backoff_grows_exponentially_and_is_capped(
     assert [a for a, _, _ in parsed[:7]] == list(range(1, 8))
     assert [c for _, _, c in parsed[:7]] == pytest.approx([0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0])
     assert all(0 <= d <= c for _, d, c in parsed)
-    assert all("open_failed" in m and "ghost" in m for m in lines)
+    assert all("connection_refused" in m and "ghost" in m for m in lines)
     assert all("hunter22" not in m and "admin:***@" in m for m in lines)
 
     # The measured BACKOFF periods follow the delays (full jitter: 0 .. ceiling).
@@ -531,7 +359,7 @@ def test_wrong_port_backoff_grows_exponentially_and_is_capped(
     assert len(waits) >= 6
     for (_, delay, _), waited in zip(parsed, waits, strict=False):
         assert waited == pytest.approx(delay, abs=0.15)
-    assert rig.errors("ghost", "open_failed") == len(parsed)
+    assert rig.errors("ghost", "connection_refused") == len(parsed)
     assert rig.value("vidpipe_camera_reconnects_total", camera="ghost") == len(waits)
     states.assert_legal()
 

@@ -29,7 +29,7 @@ def test_daemon_exits_nonzero_after_a_sticky_error_fake_gpu(
         {
             "model": {"path": str(assets_dir / "models" / "yolox_nano.onnx")},
             "inference": {"type": "torch"},
-            "metrics": {"enabled": False},
+            "http": {"enabled": False},
             "shutdown_timeout_s": 5,
             "cameras": [
                 {
@@ -44,3 +44,14 @@ def test_daemon_exits_nonzero_after_a_sticky_error_fake_gpu(
     assert daemon_mod.run(cfg) == 1  # returned by itself: no signal was sent
     assert time.monotonic() - t0 < 30
     assert backend.fatal is not None
+
+
+def test_a_failed_health_stays_unhealthy() -> None:
+    from vidpipe.health import Health
+
+    health = Health()
+    health.attach(lambda: (time.monotonic(), 0))
+    assert health.check().ok
+    health.fail("inference device lost: cudaErrorIllegalAddress")
+    status = health.check()
+    assert not status.ok and "cudaErrorIllegalAddress" in status.reason

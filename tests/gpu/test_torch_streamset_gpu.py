@@ -42,7 +42,7 @@ def test_detect_matches_golden_torch_gpu(assets_dir: Path, tmp_path: Path) -> No
             "iou_threshold": 0.45,
         },
         "inference": {"type": "torch", "streams": 2, "max_batch": 4, "precision": "f32"},
-        "metrics": {"enabled": False},
+        "http": {"enabled": False},
     }
     path = tmp_path / "gpu.yaml"
     path.write_text(yaml.safe_dump(cfg))

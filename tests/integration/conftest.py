@@ -84,3 +84,49 @@ def run_daemon(tmp_path: Path) -> Iterator[Callable[[dict], DaemonProcess]]:
     for d in started:
         if d.proc.poll() is None:
             d.terminate(10)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples ``name`` whose labels include ``labels`` (0 when there are none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+def histogram_buckets(text: str, name: str, **labels: str) -> dict[float, float]:
+    """Cumulative bucket counts of a histogram, keyed by upper bound (``le``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == f"{name}_bucket" and all(s.labels.get(k) == v for k, v in labels.items()):
+                le = float(s.labels["le"])
+                out[le] = out.get(le, 0.0) + s.value
+    return out
+
+
+def quantile_between(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """Upper bound of the bucket holding quantile ``q`` of the observations made between two
+    scrapes (an over-estimate by at most one bucket). ``nan`` if nothing was observed."""
+    delta = {le: after.get(le, 0.0) - before.get(le, 0.0) for le in sorted(after)}
+    total = delta.get(float("inf"), 0.0)
+    if total <= 0:
+        return float("nan")
+    for le in sorted(delta):
+        if delta[le] >= q * total:
+            return le
+    return float("inf")
+
+
+def scrape_soon(port: int) -> str:
+    """``scrape``, but "" while the daemon is still starting (connection refused)."""
+    try:
+        return scrape(port)
+    except OSError:
+        return ""

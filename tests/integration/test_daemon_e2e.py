@@ -63,7 +63,7 @@ def test_two_rtsp_cameras_and_a_file(assets_dir: Path, tmp_path: Path, run_daemo
                 "path": str(assets_dir / "models" / "yolox_nano.onnx"),
                 "labels": str(assets_dir / "models" / "coco80.txt"),
             },
-            "metrics": {"port": port},
+            "http": {"port": port},
             "sinks": [{"type": "jsonl", "path": str(out)}],
             "cameras": [
                 {"name": "walkway", "url": server.url("one-by-one-person-detection")},
@@ -81,9 +81,13 @@ def test_two_rtsp_cameras_and_a_file(assets_dir: Path, tmp_path: Path, run_daemo
 
         wait_for(both_seen, 90, "person on walkway and bottle on belt in the JSONL sink")
         rows = read_jsonl(out)
-        # attribution: bottles only come from the belt clip, people from the walkway clip
+        # attribution: bottles only come from the belt clip, where they are in every frame
+        # (a person also walks into that clip after about 7 s, so "person" proves nothing)
         assert "bottle" not in labels_seen(rows, "walkway")
-        assert "person" not in labels_seen(rows, "belt")
+        assert "bottle" not in labels_seen(rows, "street")
+        belt = [r for r in rows if r["camera"] == "belt"]
+        with_bottle = [r for r in belt if any(d["label"] == "bottle" for d in r["detections"])]
+        assert len(with_bottle) >= 0.9 * len(belt), (len(with_bottle), len(belt))
         assert {r["camera"] for r in rows} >= {"walkway", "belt", "street"}
         for r in rows[:50]:
             assert set(r) >= {"camera", "frame", "ts", "width", "height", "detections"}

@@ -32,7 +32,7 @@ def test_credentials_appear_nowhere(assets_dir: Path, tmp_path: Path, run_daemon
                 "labels": str(assets_dir / "models" / "coco80.txt"),
             },
             "logging": {"level": "DEBUG"},
-            "metrics": {"port": port},
+            "http": {"port": port},
             "capture": {"backoff_initial_s": 0.2, "backoff_max_s": 1.0},
             "sinks": [{"type": "jsonl", "path": str(out)}],
             "cameras": [
@@ -49,7 +49,7 @@ def test_credentials_appear_nowhere(assets_dir: Path, tmp_path: Path, run_daemon
         daemon = run_daemon(config)
         wait_for(lambda: out.exists() and out.stat().st_size > 0, 60, "results from 'good'")
         wait_for(
-            lambda: daemon.log().count("camera wrong: open_failed") >= 2,
+            lambda: daemon.log().count("camera wrong: unauthorized") >= 2,
             30,
             "two logged reconnects of camera 'wrong'",
         )

@@ -26,7 +26,7 @@ def test_minimal_config_has_defaults() -> None:
     cfg = parse(BASE)
     assert cfg.inference.type == "openvino"
     assert cfg.inference.hint == "throughput"
-    assert cfg.metrics.host == "127.0.0.1"
+    assert cfg.http.host == "127.0.0.1"
     assert cfg.cameras[0].is_stream
 
 

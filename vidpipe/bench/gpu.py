@@ -224,7 +224,7 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
             "precision": args.precision,
             **_graphs(args),
         },
-        "metrics": {"enabled": False},
+        "http": {"enabled": False},
         "cameras": [
             {"name": f"cam{i}", "url": str(clip), "loop": True, "realtime": True}
             for i in range(cameras)

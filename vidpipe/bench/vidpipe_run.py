@@ -42,7 +42,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
             "precision": spec.precision,
             **VIDPIPE_VARIANTS.get(spec.contender, {}),
         },
-        "metrics": {"enabled": True, "host": "127.0.0.1", "port": 0},
+        "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
         "logging": {"level": "WARNING"},
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [
@@ -90,7 +90,7 @@ class VidpipeRun:
             "input": desc.get("input"),
             "pipeline_depth": engine.pipeline_depth,
             "buffers": len(engine.pool.buffers),
-            "metrics_port": self.daemon.metrics_port,
+            "http_port": self.daemon.http_port,
         }
 
     def frames(self) -> int:
@@ -172,7 +172,7 @@ class VidpipeRun:
 
     def _scrape_ok(self) -> bool:
         """One real scrape of /metrics (outside the window) to prove the server is on."""
-        port = self.daemon.metrics_port
+        port = self.daemon.http_port
         if not port:
             return False
         try:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.probe import diagnose
 from vidpipe.capture.source import (
     Decimator,
     Pacer,
@@ -190,7 +191,7 @@ class CaptureWorker:
         """Start the supervisor thread; returns at once."""
         if self._supervisor is not None:
             raise RuntimeError(f"capture worker {self.name!r} already started")
-        configure_ffmpeg_env()
+        configure_ffmpeg_env(self._defaults.analyze_duration_ms)
         self._metrics.set_state(self._state)
         self._notify(self._state)
         thread = threading.Thread(target=self._run, name=f"capture-{self.name}", daemon=True)
@@ -371,11 +372,25 @@ class CaptureWorker:
 
     def _open(self, session: _Session) -> bool:
         """Open the capture into ``session.cap``; False (and the session finished) if not."""
+        timeout_s = self._defaults.open_timeout_ms / 1000.0
+        if self.camera.is_stream and self._backoff.attempt > 0:
+            # Reconnecting after a failure: ask the server first. OpenCV opens one capture at
+            # a time process-wide, so a dead camera would otherwise hold every other camera's
+            # (re)connect for up to the open timeout, at each of its attempts.
+            diag = diagnose(self.camera.url, timeout_s)
+            if diag.reason != "open_failed":
+                session.finish(diag.reason, diag.detail)
+                return False
         session.cap = open_capture(self.camera, self._defaults)
         if session.cancel.is_set():
             return False  # abandoned while opening
         if not session.cap.isOpened():
-            session.finish("open_failed", "could not open the source")
+            if self.camera.is_stream:
+                # OpenCV says only "not opened": find out why (refused, 401, 404, ...)
+                diag = diagnose(self.camera.url, timeout_s)
+                session.finish(diag.reason, diag.detail)
+            else:
+                session.finish("open_failed", "could not open the file")
             return False
         info = describe(session.cap)
         if info.width <= 0:

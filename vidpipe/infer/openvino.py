@@ -32,6 +32,10 @@ from vidpipe.types import Completion, TensorSpec
 log = logging.getLogger(__name__)
 
 _HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
+# A request that is idle while its submission still waits for a callback either is inside its
+# callback right now or failed (OpenVINO then calls no callback at all). After this long it is
+# the latter: the slot is reclaimed and the submission completes with an error.
+_STUCK_AFTER_S = 2.0
 
 
 def _first_line(exc: BaseException) -> str:
@@ -113,6 +117,7 @@ class OpenVINOBackend:
         self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
         self._next_id = 0
         self._closed = False
+        self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self.callback_errors = 0
         precision = self._compiled.get_property("INFERENCE_PRECISION_HINT")
         self.description = {
@@ -161,7 +166,10 @@ class OpenVINOBackend:
 
     def wait_slot(self, timeout_s: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: len(self._inflight) < self.capacity, timeout_s)
+            if self._cond.wait_for(lambda: len(self._inflight) < self.capacity, timeout_s):
+                return True
+        self._reclaim_stuck()  # a pool full of failed requests would otherwise never free up
+        return False
 
     def in_flight(self) -> int:
         with self._cond:
@@ -193,6 +201,18 @@ class OpenVINOBackend:
         idle.add(sub_id)
         for sid in idle:
             self._finish(sid, None, exc)
+
+    def _reclaim_stuck(self) -> None:
+        """Complete, with an error, submissions whose request failed without a callback."""
+        now = time.monotonic()
+        idle = self._idle_submissions()
+        self._suspects = {sid: self._suspects.get(sid, now) for sid in idle}
+        stuck = [sid for sid, t in self._suspects.items() if now - t >= _STUCK_AFTER_S]
+        if stuck:
+            log.error("%d inference request(s) failed without a completion; reclaimed", len(stuck))
+        for sid in stuck:
+            self._suspects.pop(sid, None)
+            self._finish(sid, None, BackendError("inference failed (no completion callback)"))
 
     def _idle_submissions(self) -> set[int]:
         """Submissions whose request is idle although no callback came (failed inference)."""
@@ -237,8 +257,15 @@ class OpenVINOBackend:
     # ------------------------------------------------------------------ shutdown
 
     def drain(self, timeout_s: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._inflight, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            with self._cond:
+                if self._cond.wait_for(lambda: not self._inflight, max(0.0, min(left, 0.25))):
+                    return True
+            if left <= 0:
+                return False
+            self._reclaim_stuck()
 
     def close(self) -> None:
         with self._cond:

@@ -100,6 +100,8 @@ class _SinkWorker:
         self._dropped_shutdown = metrics.sink_dropped.labels(sink=name, reason="shutdown")
         self._errors = metrics.sink_errors.labels(sink=name)
         self._written = metrics.sink_written.labels(sink=name)
+        self._delay = metrics.sink_delay.labels(sink=name)
+        self.counts = {"written": 0, "errors": 0, "dropped": 0}  # for the shutdown summary
         self._error_log = _ErrorLog(name, error_log_interval_s)
 
     def start(self) -> None:
@@ -123,6 +125,8 @@ class _SinkWorker:
             self._dropped_shutdown.inc()
         elif full:
             self._dropped_full.inc()
+        if stopped or full:
+            self.counts["dropped"] += 1
 
     def _next(self) -> FrameResult | None:
         """The next item, or None once stopping (queued items are then left for ``close``)."""
@@ -142,11 +146,14 @@ class _SinkWorker:
                 self.sink.handle(item)
             except Exception as exc:  # one bad item must not end the worker
                 self._errors.inc()
+                self.counts["errors"] += 1
                 message = self._error_log.failed()
                 if message is not None:
                     logger.error("%s: %s: %s", message, type(exc).__name__, exc, exc_info=True)
             else:
                 self._written.inc()
+                self.counts["written"] += 1
+                self._delay.observe(time.monotonic() - item.t_done)
                 self._error_log.succeeded()
             finally:
                 with self._idle:
@@ -184,6 +191,7 @@ class _SinkWorker:
             self._depth.set(0)
         if n:
             self._dropped_shutdown.inc(n)
+            self.counts["dropped"] += n
         return n
 
 
@@ -233,6 +241,10 @@ class SinkPool:
         """Hand ``result`` to every sink. Never blocks; a full queue drops its oldest item."""
         for w in self._workers:
             w.put(result)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per sink: items written, failed (errors) and dropped since start."""
+        return {w.sink.name: dict(w.counts) for w in self._workers}
 
     def flush(self, timeout_s: float) -> bool:
         """Wait until every queue is empty and no ``handle()`` call is running.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
 from datetime import UTC, datetime
@@ -52,11 +53,22 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _undo_partial_line(fd: int, start: int, line_len: int) -> None:
+    """After a failed write (disk full, file-size limit), cut off the part of the line that
+    made it, so that the file never holds a torn line. Only when nobody else appended since.
+    """
+    with contextlib.suppress(OSError):
+        size = os.fstat(fd).st_size
+        if start < size < start + line_len:
+            os.ftruncate(fd, start)
+
+
 class JsonlSink:
     """Appends one JSON line per frame (or per frame with detections) to ``path``.
 
     After an ``OSError`` the descriptor is dropped and the file reopened on the next item, so
-    the sink recovers by itself once the cause (full disk, missing directory) goes away.
+    the sink recovers by itself once the cause (full disk, missing directory) goes away. A line
+    cut short by the error is removed again, so the file holds whole lines only.
 
     Args:
         name: the sink's unique name.
@@ -85,9 +97,13 @@ class JsonlSink:
         line = format_line(result)
         with self._lock:
             fd = self._current_fd()
+            st = os.fstat(fd)
+            start = st.st_size if stat.S_ISREG(st.st_mode) else None
             try:
                 write_all(fd, line)
             except OSError:
+                if start is not None:
+                    _undo_partial_line(fd, start, len(line))
                 self._close_fd()
                 raise
 

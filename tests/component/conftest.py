@@ -1,0 +1,36 @@
+"""Fixtures for component tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.component.capture_rig import Rig, capture_threads
+from tests.rtsp import gst_rtsp_available
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    baseline = threading.active_count()
+    r = Rig()
+    try:
+        yield r
+    finally:
+        r.close()
+    assert capture_threads() == []
+    assert threading.active_count() == baseline
+
+
+@pytest.fixture(scope="module")
+def videos(assets_dir: Path) -> Path:
+    return assets_dir / "videos"
+
+
+@pytest.fixture(scope="module")
+def rtsp_ok() -> None:
+    why = gst_rtsp_available()
+    if why is not None:
+        pytest.fail(f"the RTSP test server cannot run: {why}")

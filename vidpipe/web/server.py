@@ -1,0 +1,134 @@
+"""One aiohttp server in its own thread: ``/metrics``, ``/healthz``, ``/readyz``, and more.
+
+It binds to 127.0.0.1 unless told otherwise. With a token configured, every route except the
+two probes needs ``Authorization: Bearer <token>``; the comparison runs in constant time
+(``hmac.compare_digest``). The probes stay open so that container and cluster health checks
+work without the secret; they reveal only "ok" or the reason for not being ok.
+
+Features add their routes through ``RouteInstaller`` callables, so this module knows nothing
+about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from vidpipe.health import Health
+from vidpipe.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+RouteInstaller = Callable[[web.Application], None]
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def _bearer_middleware(token: str) -> Middleware:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+            if not hmac.compare_digest(given, expected):
+                return web.json_response(
+                    {"error": "missing or wrong bearer token"},
+                    status=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="vidpipe"'},
+                )
+        return await handler(request)
+
+    return check
+
+
+def build_app(
+    metrics: Metrics,
+    health: Health,
+    token: str | None = None,
+    installers: Sequence[RouteInstaller] = (),
+) -> web.Application:
+    """The aiohttp application with the core routes and every installer's routes."""
+    app = web.Application(middlewares=[_bearer_middleware(token)] if token else [])
+
+    async def metrics_handler(_request: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_request: web.Request) -> web.Response:
+        status = health.check()
+        return web.json_response(
+            {"ok": status.ok, "reason": status.reason}, status=200 if status.ok else 503
+        )
+
+    async def readyz(_request: web.Request) -> web.Response:
+        ready = health.ready
+        return web.json_response({"ready": ready}, status=200 if ready else 503)
+
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    for install in installers:
+        install(app)
+    return app
+
+
+class WebServer:
+    """Runs an aiohttp application on its own event loop thread."""
+
+    def __init__(self, app: web.Application, host: str, port: int) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Bind and serve; returns the bound port. Raises OSError if the port is taken."""
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            self._loop.run_until_complete(site.start())
+        except BaseException:
+            self._loop.run_until_complete(self._runner.cleanup())
+            self._loop.close()
+            raise
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = int(addresses[0][1])
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="vidpipe-http", daemon=True
+        )
+        self._thread.start()
+        return self.port
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the server's loop thread (thread-safe)."""
+        self._loop.call_soon_threadsafe(fn)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close connections and stop the loop thread (idempotent)."""
+        if self._thread is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+        try:
+            fut.result(timeout_s)
+        except Exception as exc:  # pragma: no cover - shutdown best effort, logged
+            log.warning("HTTP server did not close cleanly: %s", exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            log.warning("HTTP server thread still alive after %.1f s", timeout_s)
+        else:
+            self._loop.close()
+        self._thread = None
