@@ -62,3 +62,13 @@ def test_bad_gpu_config_is_refused_with_its_path(body: str, expected: str) -> No
 def test_openvino_stays_the_default_backend() -> None:
     cfg = parse_config(BASE, "test.yaml", env={})
     assert cfg.inference.type == "openvino"
+
+
+def test_the_example_gpu_config_is_valid(assets_dir) -> None:
+    from pathlib import Path
+
+    from vidpipe.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "configs" / "gpu.yaml", env={"VIDPIPE_ASSETS": str(assets_dir)})
+    assert isinstance(cfg.inference, GpuConfig) and cfg.inference.max_batch == 16
