@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian 12 system packages vidpipe needs (GStreamer RTSP server for the tests,
-# ffmpeg, mosquitto, chromium for the web UI tests, make, Python).
+# ffmpeg, mosquitto, chromium for the web UI tests, systemd-analyze for the unit-file gates,
+# promtool (package prometheus; its service is not started) for the alert rules, make, Python).
 #
 # Only what is missing is installed, checked with dpkg-query, so a re-run is fast and works
 # offline. `apt-get update` runs only when something has to be installed. Run it as root; as
@@ -22,6 +23,8 @@ PACKAGES=(
   mosquitto
   chromium
   chromium-driver
+  systemd
+  prometheus
   make
 )
 

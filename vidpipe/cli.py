@@ -58,12 +58,14 @@ def setup_logging(cfg: LoggingConfig) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vidpipe.daemon import run
+    from vidpipe.shard import resolve_shard
 
     cfg = load_config(args.config)
+    shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
     redactor = redact.StderrRedactor()  # FFmpeg writes to fd 2 directly
     try:
-        return run(cfg, Path(args.config))
+        return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
     finally:
         redactor.close()
 
@@ -258,8 +260,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vidpipe {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", help="run the daemon in the foreground until SIGINT/SIGTERM")
+    p = sub.add_parser(
+        "run", help="run the daemon in the foreground until SIGINT/SIGTERM (SIGHUP reloads)"
+    )
     p.add_argument("--config", "-c", required=True)
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only the cameras that rendezvous hashing assigns to shard I of N "
+        "(default: $VIDPIPE_SHARD, or $VIDPIPE_SHARD_COUNT with the StatefulSet ordinal)",
+    )
+    p.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="override http.port (one port per shard under systemd's vidpipe@.service)",
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("check", help="validate the config and the model, start nothing")
     p.add_argument("--config", "-c", required=True)

@@ -87,6 +87,7 @@ class Engine:
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._stop = threading.Event()
+        self._stop_taking = threading.Event()  # see stop_taking()
         self._threads: list[threading.Thread] = []
         self._idle = threading.Condition()
         self._unfinished = 0
@@ -126,7 +127,7 @@ class Engine:
         self._threads.append(t)
 
     def _schedule_loop(self, hub: FrameHub) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._stop_taking.is_set():
             frame = hub.take(_POLL_S)
             if frame is not None:
                 try:
@@ -134,6 +135,16 @@ class Engine:
                 except Exception:
                     log.exception("scheduler failed to submit a frame of %s", frame.camera)
                     self.metrics.camera(frame.camera).drop("inference_error")
+
+    def stop_taking(self, timeout_s: float) -> bool:
+        """Stop taking frames from the hub, but submit the one already taken: a pool rebuild
+        hands the hub to a new engine without losing a frame. True if the scheduler ended."""
+        self._stop_taking.set()
+        for t in self._threads:
+            if t.name == "vidpipe-scheduler":
+                t.join(timeout_s)
+                return not t.is_alive()
+        return True
 
     def stop_scheduler(self) -> None:
         """Stop taking new frames (in-flight work continues)."""

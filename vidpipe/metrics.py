@@ -7,6 +7,7 @@ benchmark harness) can live in one process. Hot paths use the per-camera childre
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -32,7 +33,6 @@ class CameraMetrics:
 
     captured: Counter
     inferred: Counter
-    up: Gauge
     reconnects: Counter
     e2e_latency: Histogram
     dropped: dict[str, Counter]
@@ -50,7 +50,11 @@ class CameraMetrics:
             self.metrics.camera_state.labels(camera=self.name, state=s.value).set(
                 1 if s is state else 0
             )
-        self.up.set(1 if state is CameraState.STREAMING else 0)
+        # looked up here, not bound once: the gauges exist only while the camera runs (a
+        # removed camera's in-flight frames must not bring back a stale "down" series)
+        self.metrics.camera_up.labels(camera=self.name).set(
+            1 if state is CameraState.STREAMING else 0
+        )
 
     def detections(self, class_name: str, n: int) -> None:
         self.metrics.detections.labels(camera=self.name, **{"class": class_name}).inc(n)
@@ -150,7 +154,6 @@ class Metrics:
                 cm = CameraMetrics(
                     captured=self.frames_captured.labels(camera=name),
                     inferred=self.frames_inferred.labels(camera=name),
-                    up=self.camera_up.labels(camera=name),
                     reconnects=self.camera_reconnects.labels(camera=name),
                     e2e_latency=self.e2e_latency.labels(camera=name),
                     dropped={
@@ -161,3 +164,14 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
+
+    def forget_camera(self, name: str) -> None:
+        """Remove a removed camera's gauges (no stale "down" series); counters stay."""
+        with self._lock:
+            self._cameras.pop(name, None)
+        for series, labels in [
+            (self.camera_up, (name,)),
+            *((self.camera_state, (name, s.value)) for s in CameraState),
+        ]:
+            with contextlib.suppress(KeyError):  # never set, or already removed
+                series.remove(*labels)

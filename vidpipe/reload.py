@@ -1,0 +1,94 @@
+"""What a live reload (SIGHUP) has to change: the difference between two configs.
+
+Only the difference is applied, so that cameras the edit did not touch keep streaming without
+a gap in their frame sequence:
+
+* a camera that is new (or newly enabled, or newly assigned to this shard) starts;
+* a camera that is gone (or disabled) stops; its frames already in inference finish;
+* a camera whose settings changed restarts alone; so does every camera when the shared
+  ``capture:`` defaults change;
+* a change to ``model:``, ``inference:`` or ``scheduler:`` rebuilds the inference pool
+  (the old one drains while the new one takes over);
+* ``shutdown_timeout_s`` applies at once;
+* ``http:``, ``sinks:`` and ``logging:`` apply only at the next start: the reload logs that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vidpipe.config import CameraConfig, Config, ConfigError
+from vidpipe.shard import Shard
+
+# Sections kept from the running config until the next start (listening socket, open files).
+RESTART_ONLY_SECTIONS = ("http", "sinks", "logging")
+_ENGINE_SECTIONS = ("model", "inference", "scheduler")
+
+
+def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
+    """The enabled cameras this process runs, by name, in config order."""
+    return {c.name: c for c in cfg.cameras if c.enabled and (shard is None or shard.owns(c.name))}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDiff:
+    """The changes a reload applies, by camera name and section."""
+
+    start: tuple[str, ...]
+    stop: tuple[str, ...]
+    restart: tuple[str, ...]
+    keep: tuple[str, ...]
+    rebuild_engine: bool
+    restart_only: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        """True if nothing running changes."""
+        return not (self.start or self.stop or self.restart or self.rebuild_engine)
+
+    def summary(self) -> str:
+        """One log line: what starts, stops, restarts, and what waits for a restart."""
+        parts = [
+            f"{label} {', '.join(names)}"
+            for label, names in (
+                ("start", self.start),
+                ("stop", self.stop),
+                ("restart", self.restart),
+            )
+            if names
+        ]
+        if self.rebuild_engine:
+            parts.append("rebuild the inference pool")
+        parts.append(f"{len(self.keep)} camera(s) untouched")
+        if self.restart_only:
+            parts.append(f"{', '.join(self.restart_only)} changed: applies at the next start")
+        return "; ".join(parts)
+
+
+def diff_configs(old: Config, new: Config, shard: Shard | None = None) -> ConfigDiff:
+    """What changes when the running ``old`` config is replaced by ``new``."""
+    before, after = active_cameras(old, shard), active_cameras(new, shard)
+    capture_changed = old.capture != new.capture
+    restart = tuple(n for n in after if n in before and (capture_changed or before[n] != after[n]))
+    return ConfigDiff(
+        start=tuple(n for n in after if n not in before),
+        stop=tuple(n for n in before if n not in after),
+        restart=restart,
+        keep=tuple(n for n in after if n in before and n not in restart),
+        rebuild_engine=any(getattr(old, s) != getattr(new, s) for s in _ENGINE_SECTIONS),
+        restart_only=tuple(s for s in RESTART_ONLY_SECTIONS if getattr(old, s) != getattr(new, s)),
+    )
+
+
+def effective_config(old: Config, new: Config) -> Config:
+    """``new`` with the restart-only sections of ``old``: what actually runs after a reload."""
+    return new.model_copy(update={s: getattr(old, s) for s in RESTART_ONLY_SECTIONS})
+
+
+def with_http_port(cfg: Config, port: int | None) -> Config:
+    """``cfg`` with ``http.port`` replaced (``vidpipe run --http-port``); None: unchanged."""
+    if port is None:
+        return cfg
+    if not 0 <= port <= 65535:
+        raise ConfigError([f"--http-port: {port} is not a TCP port (0..65535)"])
+    return cfg.model_copy(update={"http": cfg.http.model_copy(update={"port": port})})
