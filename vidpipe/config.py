@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vidpipe import redact
+from vidpipe.infer.gpu import GpuConfig
 
 
 class ConfigError(Exception):
@@ -72,7 +73,7 @@ class OpenVINOConfig(_Model):
     )
 
 
-InferenceConfig = Annotated[OpenVINOConfig, Field(discriminator="type")]
+InferenceConfig = Annotated[OpenVINOConfig | GpuConfig, Field(discriminator="type")]
 
 
 class SchedulerConfig(_Model):

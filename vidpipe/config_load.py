@@ -28,6 +28,7 @@ from vidpipe.config import (
     SnapshotSinkConfig,
     WebhookSinkConfig,
 )
+from vidpipe.infer.gpu import GpuConfig
 
 MAX_CONFIG_BYTES = 1 << 20
 """Larger files are refused: no real config comes close, and PyYAML is slow on huge input."""
@@ -47,6 +48,8 @@ _TAG_MODELS: dict[str, type[BaseModel]] = {
     "mqtt": MqttSinkConfig,
     "webhook": WebhookSinkConfig,
     "openvino": OpenVINOConfig,
+    "tensorrt": GpuConfig,
+    "torch": GpuConfig,
 }  # discriminator tags that pydantic puts into error locations
 _PATH_PREFIX = re.compile(r"((?:[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[\d+\])*): (.*)", re.S)
 Path_ = tuple[str | int, ...]

@@ -80,6 +80,7 @@ class Daemon:
         # frames counted by engines that a reload replaced: (submitted, completed, delivered)
         self._retired = (0, 0, 0)
         self._state_listeners: list[Callable[[str, CameraState], None]] = []
+        self.fatal: BaseException | None = None  # set when the inference device is lost
 
     # ------------------------------------------------------------------ start-up
 
@@ -159,6 +160,7 @@ class Daemon:
             iou_threshold=cfg.model.iou_threshold,
             max_frame_age_s=cfg.scheduler.max_frame_age_ms / 1000.0,
             keep_images=self.sinks.wants_images,
+            on_fatal=self._device_lost,
         )
         for name, r in rules.items():
             engine.set_rules(name, r)
@@ -192,6 +194,14 @@ class Daemon:
         assert self.engine is not None
         last, unfinished = self.engine.progress()
         return last, unfinished + self.hub.pending()
+
+    def _device_lost(self, exc: BaseException) -> None:
+        """The inference device is unusable: unhealthy at once (watchdog pings end), stop,
+        exit non-zero so that the service manager restarts the process."""
+        log.critical("inference device lost, stopping so that the service is restarted: %s", exc)
+        self.fatal = exc
+        self.health.fail(f"inference device lost: {exc}")
+        self.stop_event.set()
 
     # ------------------------------------------------------------------ running
 
@@ -430,7 +440,8 @@ def run(
     daemon.wait(reload)
     reporter.pause()
     notifier.stopping()
-    code = 0 if daemon.shutdown() else 1
+    clean = daemon.shutdown()
+    code = 0 if clean and daemon.fatal is None else 1
     reporter.stop()
     notifier.close()
     return code
