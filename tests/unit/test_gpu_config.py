@@ -38,7 +38,7 @@ def test_tensorrt_backend_takes_its_own_options() -> None:
     [
         (
             "  type: torch\n  devices: [0, 0]\n",
-            "inference.devices (line 5): Value error, each device may appear once",
+            "inference.devices (line 5): each device may appear once",
         ),
         ("  type: torch\n  devices: []\n", "inference.devices (line 5)"),
         ("  type: torch\n  devices: [-1]\n", "device indices must be >= 0"),
