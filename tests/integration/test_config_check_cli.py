@@ -13,15 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.configtext import MINIMAL
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-BASE = """\
-model:
-  path: /m.onnx
-cameras:
-  - name: front
-    url: rtsp://10.0.0.2/stream
-"""
+BASE = MINIMAL
 IDS = [
     "malformed",
     "dup-key",

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.configtext import MINIMAL
 from vidpipe.config import MAX_CONFIG_BYTES, ConfigError, load_config, parse_config
 
 # Every section present, so that a key can be misspelt at every nesting level.
@@ -38,13 +39,7 @@ FULL: dict[str, Any] = {
     ],
 }
 
-BASE = """\
-model:
-  path: /m.onnx
-cameras:
-  - name: front
-    url: rtsp://10.0.0.2/stream
-"""
+BASE = MINIMAL
 
 
 def parse(text: str, env: dict[str, str] | None = None) -> Any:
