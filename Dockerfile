@@ -35,7 +35,7 @@ FROM ${TENSORRT_IMAGE} AS tensorrt
 COPY --from=build /wheels /wheels
 COPY scripts/install-runtime.sh /usr/local/bin/install-runtime
 RUN install-runtime /wheels /opt/vidpipe python3 \
-    && /opt/vidpipe/bin/pip install --no-cache-dir "cuda-python>=12,<13" \
+    && /opt/vidpipe/bin/pip install --no-cache-dir "cuda-python>=12,<13" "onnx>=1.15" \
     && rm -rf /wheels \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin vidpipe \
     && install -d -o vidpipe -g vidpipe -m 0750 /var/lib/vidpipe

@@ -6,6 +6,11 @@ shared/assets/README.md exactly. Used to check the golden file on a CPU with bf1
 (the GPU host), where the CI machine can only run f32.
 
     python3 scripts/golden_check.py ASSETS_DIR [--precision f32|bf16]
+    python3 scripts/golden_check.py ASSETS_DIR --precision f32 --detections GPU.jsonl
+
+With ``--detections`` (the JSON lines of ``vidpipe detect``, e.g. from the GPU backends), those
+detections are checked against OpenVINO's at the same rule instead, OpenVINO standing in for
+the golden file: a check at equal precision, free of the bf16 origin of expected.jsonl.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("assets", type=Path)
     parser.add_argument("--precision")
+    parser.add_argument("--detections", type=Path, help="vidpipe detect output to check")
     args = parser.parse_args()
     core = ov.Core()
     props = {"INFERENCE_PRECISION_HINT": args.precision} if args.precision else {}
@@ -38,6 +44,7 @@ def main() -> int:
     precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
     labels = (args.assets / "models" / "coco80.txt").read_text().split("\n")
     expected = load_expected(args.assets / "images" / "expected.jsonl")
+    theirs = load_expected(args.detections) if args.detections else {}
     problems: list[str] = []
     for name in sorted(expected):
         img = cv2.imread(str(args.assets / "images" / name))
@@ -53,7 +60,10 @@ def main() -> int:
                 for b, s, c in zip(det.xyxy, det.score, det.class_id, strict=True)
             ],
         }
-        problems += match_golden(expected[name], got)
+        if args.detections is None:
+            problems += match_golden(expected[name], got)
+        else:
+            problems += match_golden(got, theirs[name])
     print(json.dumps({"precision": precision, "images": len(expected), "problems": problems}))
     return 1 if problems else 0
 

@@ -1,4 +1,4 @@
-"""Configuration: pydantic models and ``load_config(path)``.
+"""Configuration: pydantic models; ``load_config(path)`` (in ``config_load``) re-exported.
 
 Every model forbids unknown keys. Errors name the YAML path and line. ``${VAR}`` is replaced
 from the environment and ``${file:NAME}`` from ``$CREDENTIALS_DIRECTORY`` (systemd
@@ -7,17 +7,14 @@ from the environment and ``${file:NAME}`` from ``$CREDENTIALS_DIRECTORY`` (syste
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from vidpipe import redact
+from vidpipe.infer.gpu import GpuConfig
 from vidpipe.track.config import LineConfig, TrackingConfig, ZoneConfig, check_scene
 
 
@@ -36,7 +33,8 @@ class ConfigError(Exception):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf/nan are never a sensible rate, timeout or threshold ("timeout_s: .inf" would hang)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -76,7 +74,7 @@ class OpenVINOConfig(_Model):
     )
 
 
-InferenceConfig = Annotated[OpenVINOConfig, Field(discriminator="type")]
+InferenceConfig = Annotated[OpenVINOConfig | GpuConfig, Field(discriminator="type")]
 
 
 class SchedulerConfig(_Model):
@@ -190,7 +188,97 @@ class SnapshotSinkConfig(_Model):
     queue_size: int = Field(8, ge=1, description="bounded queue; oldest dropped when full")
 
 
-SinkConfig = Annotated[JsonlSinkConfig | SnapshotSinkConfig, Field(discriminator="type")]
+class MqttTlsConfig(_Model):
+    """TLS towards the MQTT broker."""
+
+    ca_file: Path | None = Field(None, description="CA bundle; default: the system's")
+    cert_file: Path | None = Field(None, description="client certificate (mutual TLS)")
+    key_file: Path | None = Field(None, description="client key (mutual TLS)")
+    insecure: bool = Field(False, description="skip the host name check (testing only)")
+
+
+class MqttSinkConfig(_Model):
+    """Detections and camera states published to an MQTT broker."""
+
+    type: Literal["mqtt"] = "mqtt"
+    host: str = Field(description="broker host name or address")
+    port: int = Field(1883, ge=1, le=65535, description="broker port (8883 is usual for TLS)")
+    topic_prefix: str = Field(
+        "vidpipe", min_length=1, description="topics are <prefix>/<camera>/detections etc."
+    )
+    qos: Literal[0, 1, 2] = Field(1, description="MQTT quality of service of every message")
+    client_id: str | None = Field(None, description="default: vidpipe-<host name>-<pid>")
+    username: str | None = Field(None, description="broker user name")
+    password: str | None = Field(
+        None, description="broker password; use ${file:NAME} or ${VAR} so it stays out of the file"
+    )
+    tls: MqttTlsConfig | None = Field(None, description="connect with TLS when set")
+    keepalive_s: int = Field(30, ge=5, description="MQTT keepalive interval")
+    reconnect_min_s: float = Field(0.5, gt=0, description="first reconnect delay")
+    reconnect_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
+    buffer_size: int = Field(
+        1000, ge=1, description="messages kept while disconnected; oldest dropped (counted)"
+    )
+    only_with_detections: bool = Field(True, description="publish only frames with detections")
+    queue_size: int = Field(256, ge=1, description="bounded queue; oldest dropped when full")
+
+    @field_validator("password")
+    @classmethod
+    def _register_password(cls, v: str | None) -> str | None:
+        if v is not None:
+            redact.register_secret(v)
+        return v
+
+
+class WebhookSinkConfig(_Model):
+    """Detection events POSTed as JSON to a URL."""
+
+    type: Literal["webhook"] = "webhook"
+    url: str = Field(description="http:// or https:// endpoint")
+    timeout_s: float = Field(5.0, gt=0, description="per-request timeout")
+    retries: int = Field(3, ge=0, le=10, description="extra attempts after a failed POST")
+    backoff_initial_s: float = Field(0.5, gt=0, description="delay before the first retry")
+    backoff_max_s: float = Field(10.0, gt=0, description="retry delay cap")
+    classes: list[str] | None = Field(None, description="only these class names (default: all)")
+    min_score: float = Field(0.0, ge=0, le=1, description="only detections scoring at least this")
+    cooldown_s: float = Field(
+        0.0, ge=0, description="per camera: no new event for this long after one was sent"
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="extra request headers (values are kept secret)"
+    )
+    queue_size: int = Field(64, ge=1, description="bounded queue; oldest dropped when full")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.lower().startswith(("http://", "https://")):
+            raise ValueError("webhook url must start with http:// or https://")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _register_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for value in v.values():
+            redact.register_secret(value)
+        return v
+
+
+SinkConfig = Annotated[
+    JsonlSinkConfig | SnapshotSinkConfig | MqttSinkConfig | WebhookSinkConfig,
+    Field(discriminator="type"),
+]
+
+
+class LiveViewConfig(_Model):
+    """The live web view on the HTTP server: status page, MJPEG and snapshot endpoints."""
+
+    enabled: bool = Field(True, description="serve /, /cameras/... and /api/...")
+    max_fps: float = Field(5.0, gt=0, le=60, description="MJPEG frame-rate cap per viewer")
+    jpeg_quality: int = Field(75, ge=1, le=100, description="JPEG quality of the live frames")
+    stalled_after_s: float = Field(
+        2.0, gt=0, description="a streaming camera with no new frame for this long shows stalled"
+    )
 
 
 class HttpConfig(_Model):
@@ -204,6 +292,9 @@ class HttpConfig(_Model):
         min_length=16,
         description="bearer token required on every endpoint but /healthz and /readyz; "
         "use ${file:NAME} or ${VAR} so it stays out of the file",
+    )
+    live: LiveViewConfig = Field(
+        default_factory=LiveViewConfig, description="live view (status page, MJPEG)"
     )
 
     @field_validator("token")
@@ -245,196 +336,43 @@ class Config(_Model):
         seen: dict[str, int] = {}
         for i, cam in enumerate(self.cameras):
             if cam.name in seen:
+                # the leading path lets _describe point at the second camera's line
                 raise ValueError(
-                    f"duplicate camera name {cam.name!r} (cameras[{seen[cam.name]}] and "
-                    f"cameras[{i}])"
+                    f"cameras[{i}].name: duplicate camera name {cam.name!r} (also "
+                    f"cameras[{seen[cam.name]}].name)"
                 )
             seen[cam.name] = i
         return self
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
+# The loader lives in its own module; ``vidpipe.config`` stays the one import for both.
+from vidpipe.config_load import (  # noqa: E402
+    MAX_CONFIG_BYTES,
+    MAX_DEPTH,
+    MAX_VALUES,
+    load_config,
+    parse_config,
+)
 
-
-_VAR = re.compile(r"\$\{([^}]*)\}")
-Path_ = tuple[str | int, ...]
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe loader; we walk the node tree ourselves to keep line numbers and catch dup keys."""
-
-
-def _fmt_path(path: Iterable[str | int]) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "<root>"
-
-
-def _substitute(value: str, where: str, problems: list[str], env: dict[str, str]) -> str:
-    def repl(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name.startswith("file:"):
-            cred = name[5:]
-            base = env.get("CREDENTIALS_DIRECTORY")
-            if not base:
-                problems.append(
-                    f"{where}: ${{{name}}} needs $CREDENTIALS_DIRECTORY, which is unset"
-                )
-                return ""
-            target = Path(base) / cred
-            if "/" in cred or not target.is_file():
-                problems.append(f"{where}: credential {cred!r} not found in $CREDENTIALS_DIRECTORY")
-                return ""
-            secret = target.read_text().strip()
-            redact.register_secret(secret)
-            return secret
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            problems.append(f"{where}: bad variable reference ${{{name}}}")
-            return ""
-        if name not in env:
-            problems.append(f"{where}: environment variable {name} is not set")
-            return ""
-        return env[name]
-
-    return _VAR.sub(repl, value)
-
-
-_PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
-
-
-class _Builder:
-    """Turn a composed YAML node tree into Python data, recording each path's line."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.lines: dict[Path_, int] = {}
-        self.problems: list[str] = []
-        self.env = env
-        self.loader = _Loader("")
-
-    def build(self, node: yaml.Node, path: Path_) -> Any:
-        self.lines[path] = node.start_mark.line + 1
-        where = f"{_fmt_path(path)} (line {node.start_mark.line + 1})"
-        if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _PLAIN_TAGS:
-            self.problems.append(f"{where}: YAML tag {node.tag!r} is not allowed")
-            return None
-        if isinstance(node, yaml.MappingNode):
-            out: dict[str, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.loader.construct_object(key_node)
-                if not isinstance(key, str | int):
-                    self.problems.append(f"{where}: mapping key {key!r} is not a string")
-                    continue
-                if key in out:
-                    self.problems.append(
-                        f"{_fmt_path((*path, key))} (line {key_node.start_mark.line + 1}): "
-                        f"duplicate key {key!r}"
-                    )
-                    continue
-                out[str(key)] = self.build(value_node, (*path, str(key)))
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(v, (*path, i)) for i, v in enumerate(node.value)]
-        try:
-            value = self.loader.construct_object(node)
-        except yaml.YAMLError as exc:
-            self.problems.append(f"{where}: {getattr(exc, 'problem', None) or exc}")
-            return None
-        if isinstance(value, str):
-            value = _substitute(value, where, self.problems, self.env)
-            if "://" in value:
-                pw = redact.url_password(value)
-                if pw:
-                    redact.register_secret(pw)
-        return value
-
-
-def _closest(name: str, options: Iterable[str]) -> str:
-    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model class that a validation error location points into."""
-    model: Any = Config
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            field = model.model_fields.get(str(part))
-            if field is None:
-                # discriminator tags appear in loc (e.g. 'jsonl')
-                model = {
-                    "jsonl": JsonlSinkConfig,
-                    "snapshot": SnapshotSinkConfig,
-                    "openvino": OpenVINOConfig,
-                }.get(str(part))
-                continue
-            model = _inner_model(field.annotation)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _inner_model(annotation: Any) -> Any:
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _inner_model(arg)
-        if found is not None:
-            return found
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return None
-
-
-def _describe(err: Any, lines: dict[Path_, int]) -> str:
-    _tags = ("jsonl", "snapshot", "openvino")
-    loc = tuple(p for p in err["loc"] if p not in _tags)
-    line = None
-    for n in range(len(loc), -1, -1):
-        line = lines.get(loc[:n])
-        if line is not None:
-            break
-    where = _fmt_path(loc) + (f" (line {line})" if line else "")
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        parent = _model_at(tuple(err["loc"][:-1]))
-        hint = _closest(str(loc[-1]), parent.model_fields) if parent else ""
-        msg = f"unknown key{hint}"
-    elif err["type"] == "missing":
-        msg = "required key is missing"
-    elif err["type"] == "union_tag_invalid":
-        msg = msg.replace("Input tag", "type")
-    return f"{where}: {msg}"
-
-
-def parse_config(text: str, source: str = "config", env: dict[str, str] | None = None) -> Config:
-    """Parse and validate YAML text. Raises ConfigError listing every problem."""
-    env = dict(os.environ) if env is None else env
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"invalid YAML: {exc}"], source) from None
-    if node is None:
-        raise ConfigError(["<root>: the file is empty"], source)
-    builder = _Builder(env)
-    try:
-        data = builder.build(node, ())
-    except yaml.YAMLError as exc:  # e.g. !!python/object tags refused by the safe constructor
-        raise ConfigError([f"invalid YAML: {exc}"], source) from None
-    if builder.problems:
-        raise ConfigError(builder.problems, source)
-    if not isinstance(data, dict):
-        raise ConfigError(["<root>: expected a mapping of sections"], source)
-    try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError([_describe(e, builder.lines) for e in exc.errors()], source) from None
-
-
-def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Config:
-    """Read, substitute and validate a YAML config file. Raises ConfigError."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"cannot read config: {exc}"], str(p)) from None
-    return parse_config(text, str(p), env)
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "CameraConfig",
+    "CaptureConfig",
+    "Config",
+    "ConfigError",
+    "HttpConfig",
+    "JsonlSinkConfig",
+    "LiveViewConfig",
+    "LoggingConfig",
+    "ModelConfig",
+    "MqttSinkConfig",
+    "MqttTlsConfig",
+    "OpenVINOConfig",
+    "SchedulerConfig",
+    "SnapshotSinkConfig",
+    "WebhookSinkConfig",
+    "load_config",
+    "parse_config",
+]

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from vidpipe import redact
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
@@ -38,10 +39,12 @@ from vidpipe.reload import (
     with_http_port,
 )
 from vidpipe.shard import Shard
-from vidpipe.sinks import SinkPool, build_sinks
+from vidpipe.sinks import MqttSink, Sink, SinkPool, build_sinks
+from vidpipe.sinks.live import LiveView
 from vidpipe.track.stage import TrackingStage, build_scenes
 from vidpipe.types import CameraState, Frame
 from vidpipe.web import RouteInstaller, WebServer, build_app
+from vidpipe.web.live import LiveRoutes
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,8 @@ class Daemon:
         self._rate = _RateMeter()
         # frames counted by engines that a reload replaced: (submitted, completed, delivered)
         self._retired = (0, 0, 0)
+        self._state_listeners: list[Callable[[str, CameraState], None]] = []
+        self.fatal: BaseException | None = None  # set when the inference device is lost
 
     # ------------------------------------------------------------------ start-up
 
@@ -100,17 +105,33 @@ class Daemon:
             desc.get("optimal_requests", "?"),
             desc.get("input", "?"),
         )
+        extra_sinks: list[Sink] = []
+        if cfg.http.enabled and cfg.http.live.enabled:
+            live = LiveView(draw_detections, self.metrics, jpeg_quality=cfg.http.live.jpeg_quality)
+            extra_sinks.append(live)
+            routes = LiveRoutes(
+                live,
+                lambda: list(self.workers),  # the running cameras: shards and reloads change them
+                self._capture_stats,
+                self.metrics,
+                cfg.http.live,
+                cfg.http.token,
+            )
+            self.web_installers.append(routes.install)
         if cfg.http.enabled:
             app = build_app(self.metrics, self.health, cfg.http.token, self.web_installers)
             self._web = WebServer(app, cfg.http.host, cfg.http.port)
             self.http_port = self._web.start()
             log.info(
-                "HTTP on http://%s:%d (/metrics, /healthz, /readyz)%s",
+                "HTTP on http://%s:%d (%s/metrics, /healthz, /readyz)%s",
                 cfg.http.host,
                 self.http_port,
+                "live view /, /api, " if cfg.http.live.enabled else "",
                 ", bearer token required" if cfg.http.token else "",
             )
-        self.sinks = SinkPool(build_sinks(cfg.sinks, draw=draw_detections), self.metrics)
+        sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra_sinks]
+        self._state_listeners = [s.camera_state for s in sinks if isinstance(s, MqttSink)]
+        self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         # a stateful step between the engine and the sinks: tracking, zones and lines
         self.tracking = TrackingStage(scenes, self.sinks.submit, self.metrics)
@@ -146,6 +167,7 @@ class Daemon:
             iou_threshold=cfg.model.iou_threshold,
             max_frame_age_s=cfg.scheduler.max_frame_age_ms / 1000.0,
             keep_images=self.sinks.wants_images,
+            on_fatal=self._device_lost,
         )
         for name, r in rules.items():
             engine.set_rules(name, r)
@@ -161,15 +183,32 @@ class Daemon:
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
         box = self.hub.add(name, "newest" if live else "block", dropped)
         self._boxes[name] = box
-        worker = CaptureWorker(cam, self.cfg.capture, box, cm)
+        worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
         self.workers[name] = worker
         worker.start()
+
+    def _camera_state(self, name: str, state: CameraState) -> None:
+        """A capture worker changed state (its supervisor thread): tell the MQTT sinks."""
+        for listener in self._state_listeners:
+            listener(name, state)
+
+    def _capture_stats(self) -> dict[str, dict[str, Any]]:
+        """``CaptureWorker.stats()`` of every running camera (for the live view)."""
+        return {name: w.stats() for name, w in list(self.workers.items())}
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""
         assert self.engine is not None
         last, unfinished = self.engine.progress()
         return last, unfinished + self.hub.pending()
+
+    def _device_lost(self, exc: BaseException) -> None:
+        """The inference device is unusable: unhealthy at once (watchdog pings end), stop,
+        exit non-zero so that the service manager restarts the process."""
+        log.critical("inference device lost, stopping so that the service is restarted: %s", exc)
+        self.fatal = exc
+        self.health.fail(f"inference device lost: {exc}")
+        self.stop_event.set()
 
     # ------------------------------------------------------------------ running
 
@@ -416,7 +455,8 @@ def run(
     daemon.wait(reload)
     reporter.pause()
     notifier.stopping()
-    code = 0 if daemon.shutdown() else 1
+    clean = daemon.shutdown()
+    code = 0 if clean and daemon.fatal is None else 1
     reporter.stop()
     notifier.close()
     return code

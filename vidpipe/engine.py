@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vidpipe.handoff import FrameHub
-from vidpipe.infer.base import InferenceBackend
+from vidpipe.infer.base import FatalDeviceError, InferenceBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
@@ -74,6 +74,7 @@ class Engine:
         iou_threshold: float,
         max_frame_age_s: float,
         keep_images: bool = False,
+        on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.backend = backend
         self.decoder = decoder
@@ -83,6 +84,8 @@ class Engine:
         self.iou_threshold = iou_threshold
         self.max_frame_age_s = max_frame_age_s
         self.keep_images = keep_images
+        self._on_fatal = on_fatal
+        self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
         self.pool = BufferPool(backend.input_spec, 2 * backend.capacity)
@@ -275,6 +278,10 @@ class Engine:
         if completion.error is not None or completion.outputs is None:
             self.metrics.inference_errors.inc()
             cam.drop("inference_error")
+            if isinstance(completion.error, FatalDeviceError) and self.fatal is None:
+                self.fatal = completion.error
+                if self._on_fatal is not None:
+                    self._on_fatal(completion.error)
             return None
         self.metrics.inference_latency.observe(completion.infer_s)
         rules = self._rules.get(frame.camera, self._default_rules)

@@ -34,6 +34,7 @@ class Health:
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._progress: Callable[[], tuple[float, int]] | None = None
+        self._failed: str | None = None
 
     def attach(self, progress: Callable[[], tuple[float, int]]) -> None:
         """Set the probe: returns (monotonic time of the last completion, frames pending)."""
@@ -42,6 +43,10 @@ class Health:
     def set_ready(self) -> None:
         """The config is valid, the model compiled, the HTTP port bound, the pipeline runs."""
         self._ready.set()
+
+    def fail(self, reason: str) -> None:
+        """The process is unusable for good (e.g. a sticky CUDA error): unhealthy from now on."""
+        self._failed = reason
 
     def set_stopping(self) -> None:
         """Shutdown began: not ready any more (still alive while draining)."""
@@ -54,6 +59,8 @@ class Health:
 
     def check(self, now: float | None = None) -> HealthStatus:
         """The liveness verdict at ``now`` (monotonic seconds)."""
+        if self._failed is not None:
+            return HealthStatus(False, self._failed)
         if self._progress is None:
             return HealthStatus(True, "starting")
         now = time.monotonic() if now is None else now

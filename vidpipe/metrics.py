@@ -164,6 +164,24 @@ class Metrics:
             buckets=(*_LATENCY_BUCKETS, 30, 60),
             registry=r,
         )
+        self.sink_skipped = Counter(
+            "vidpipe_sink_skipped",
+            "Results a sink left out on purpose (filters, cool-down), by reason",
+            ["sink", "reason"],
+            registry=r,
+        )
+        self.mqtt_connected = Gauge(
+            "vidpipe_mqtt_connected", "1 while the MQTT sink is connected", ["sink"], registry=r
+        )
+        self.live_viewers = Gauge(
+            "vidpipe_live_viewers", "Open MJPEG streams of the live view", ["camera"], registry=r
+        )
+        self.live_jpeg_encoded = Counter(
+            "vidpipe_live_jpeg_encoded",
+            "Annotated JPEGs encoded for the live view (only while someone watches)",
+            ["camera"],
+            registry=r,
+        )
         self._cameras: dict[str, CameraMetrics] = {}
         self._lock = threading.Lock()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vidpipe.config import CameraConfig, Config, ConfigError, ModelConfig, OpenVINOConfig
+from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, ModelConfig
 from vidpipe.engine import CameraRules
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
@@ -30,16 +30,20 @@ def load_labels(path: Path | None, num_classes: int | None = None) -> tuple[str,
     return tuple(line.strip() for line in lines if line.strip())
 
 
-def build_backend(model: ModelConfig, inference: OpenVINOConfig) -> InferenceBackend:
+def build_backend(model: ModelConfig, inference: InferenceConfig) -> InferenceBackend:
     """The backend named by ``inference.type`` (imported lazily)."""
     if inference.type == "openvino":
         from vidpipe.infer.openvino import OpenVINOBackend
 
         return OpenVINOBackend(model.path, inference)
+    if inference.type in ("tensorrt", "torch"):
+        from vidpipe.infer.gpu import build_gpu_backend
+
+        return build_gpu_backend(model.path, inference)
     raise BackendError(f"unknown inference backend {inference.type!r}")  # pragma: no cover
 
 
-def open_model(model: ModelConfig, inference: OpenVINOConfig) -> LoadedModel:
+def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
     """Compile the model and check its outputs against the configured decoder and labels.
 
     Raises:

@@ -26,9 +26,11 @@ from typing import TextIO
 MASK = "***"
 
 # scheme://user:password@host... ; the password runs greedily to the last '@' before the
-# path (so it may contain '@', ':' and spaces). In free text this may over-mask, never under.
+# path (so it may contain '@', ':' and spaces). The user may hold a raw '@' too
+# ("ops@corp:pw@cam": FFmpeg splits at the last '@'), so the user ends at the first ':'.
+# In free text this may over-mask, never under.
 _URL_CRED = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/@]*):(?P<pw>[^/\n]*)"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/]*):(?P<pw>[^/\n]*)"
     r"@(?P<host>[^@\s/\"'<>]+)(?=[/\s\"'<>?#]|$)"
 )
 _MIN_SECRET_LEN = 4  # shorter strings would mangle unrelated text; URLs are masked anyway

@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.configtext import MINIMAL
 from vidpipe.config import ConfigError, load_config, parse_config
 
-BASE = """\
-model:
-  path: /m.onnx
-cameras:
-  - name: front
-    url: rtsp://10.0.0.2/stream
-"""
+BASE = MINIMAL
 
 
 def parse(text: str, env: dict[str, str] | None = None):

@@ -22,7 +22,10 @@ from vidpipe.bench.variants import CAMERA_VARIANTS
 VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-2req": {"num_requests": 2},  # OPTIMAL_NUMBER_OF_INFER_REQUESTS on 2 cores
     "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
+    "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }
+#: contender name -> ``http.live`` section overrides.
+VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
 #: vidpipe with a feature on in every camera (``variants.CAMERA_VARIANTS``), for A/B runs.
 VIDPIPE_CAMERA_VARIANTS: dict[str, dict[str, Any]] = CAMERA_VARIANTS
 #: Contenders measured per camera count, in their default order.

@@ -32,6 +32,7 @@ LABELS = {
     "vidpipe": "vidpipe daemon",
     "vidpipe-2req": "vidpipe, 2 requests (A/B)",
     "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
+    "vidpipe-nolive": "vidpipe, live view off (A/B)",
     **variants.LABELS,
 }
 

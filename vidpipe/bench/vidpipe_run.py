@@ -16,7 +16,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import VIDPIPE_CAMERA_VARIANTS, VIDPIPE_VARIANTS, PointSpec
+from vidpipe.bench.common import (
+    VIDPIPE_CAMERA_VARIANTS,
+    VIDPIPE_LIVE_VARIANTS,
+    VIDPIPE_VARIANTS,
+    PointSpec,
+)
 from vidpipe.metrics import DROP_REASONS
 
 log = logging.getLogger(__name__)
@@ -42,7 +47,12 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
             "precision": spec.precision,
             **VIDPIPE_VARIANTS.get(spec.contender, {}),
         },
-        "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
+        "http": {
+            "enabled": True,
+            "host": "127.0.0.1",
+            "port": 0,
+            "live": VIDPIPE_LIVE_VARIANTS.get(spec.contender, {}),
+        },
         "logging": {"level": "WARNING"},
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [

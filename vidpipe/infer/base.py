@@ -14,6 +14,15 @@ class BackendError(Exception):
     """A model or device problem found while building a backend (clear message, no limping on)."""
 
 
+class FatalDeviceError(BackendError):
+    """The device is unusable for the rest of the process (e.g. a sticky CUDA error).
+
+    A backend puts it in the ``Completion`` of every frame it can no longer serve; the Engine
+    then calls its ``on_fatal`` hook once, and the daemon exits non-zero so that its
+    supervisor restarts it, rather than serving errors for hours.
+    """
+
+
 class InferenceBackend(Protocol):
     """An asynchronous inference device with a fixed number of in-flight slots.
 

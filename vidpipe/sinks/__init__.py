@@ -8,15 +8,35 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from vidpipe.config import JsonlSinkConfig, SinkConfig, SnapshotSinkConfig
+from vidpipe.config import (
+    JsonlSinkConfig,
+    MqttSinkConfig,
+    SinkConfig,
+    SnapshotSinkConfig,
+    WebhookSinkConfig,
+)
+from vidpipe.metrics import Metrics
 from vidpipe.sinks.base import Sink, SinkPool
 from vidpipe.sinks.jsonl import JsonlSink
+from vidpipe.sinks.mqtt import MqttSink
 from vidpipe.sinks.snapshot import DrawFn, SnapshotSink
+from vidpipe.sinks.webhook import WebhookSink
 
-__all__ = ["DrawFn", "JsonlSink", "Sink", "SinkPool", "SnapshotSink", "build_sinks"]
+__all__ = [
+    "DrawFn",
+    "JsonlSink",
+    "MqttSink",
+    "Sink",
+    "SinkPool",
+    "SnapshotSink",
+    "WebhookSink",
+    "build_sinks",
+]
 
 
-def build_sinks(configs: Sequence[SinkConfig], *, draw: DrawFn) -> list[Sink]:
+def build_sinks(
+    configs: Sequence[SinkConfig], *, draw: DrawFn, metrics: Metrics | None = None
+) -> list[Sink]:
     """Create the configured sinks.
 
     A sink is named after its type (``"jsonl"``); when several sinks share a type, each name
@@ -26,6 +46,8 @@ def build_sinks(configs: Sequence[SinkConfig], *, draw: DrawFn) -> list[Sink]:
     Args:
         configs: the ``sinks:`` section of the config.
         draw: ``draw(image, detections, labels) -> annotated image`` for snapshot sinks.
+        metrics: the registry of the MQTT and webhook sinks' own counters (required when
+            the config has such sinks).
 
     Returns:
         One sink per config entry, in config order.
@@ -55,6 +77,13 @@ def build_sinks(configs: Sequence[SinkConfig], *, draw: DrawFn) -> list[Sink]:
                     queue_size=cfg.queue_size,
                 )
             )
+        elif isinstance(cfg, MqttSinkConfig | WebhookSinkConfig):
+            if metrics is None:
+                raise ValueError(f"sink {name}: build_sinks needs metrics for {cfg.type} sinks")
+            if isinstance(cfg, MqttSinkConfig):
+                sinks.append(MqttSink(name, cfg, metrics))
+            else:
+                sinks.append(WebhookSink(name, cfg, metrics))
         else:  # pragma: no cover - the config union is exhaustive
             raise TypeError(f"unknown sink config {type(cfg).__name__}")
     return sinks

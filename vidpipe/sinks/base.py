@@ -8,6 +8,7 @@ pipeline nothing but the items that sink drops.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -238,9 +239,19 @@ class SinkPool:
             w.start()
 
     def submit(self, result: FrameResult) -> None:
-        """Hand ``result`` to every sink. Never blocks; a full queue drops its oldest item."""
+        """Hand ``result`` to every sink. Never blocks; a full queue drops its oldest item.
+
+        Sinks that do not want images get the result without its frame, so that a long queue
+        of such a sink (JSON lines: 1024 items) never holds frames alive.
+        """
+        bare: FrameResult | None = None
         for w in self._workers:
-            w.put(result)
+            if w.sink.wants_images or result.image is None:
+                w.put(result)
+            else:
+                if bare is None:
+                    bare = dataclasses.replace(result, image=None)
+                w.put(bare)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per sink: items written, failed (errors) and dropped since start."""

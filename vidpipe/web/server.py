@@ -1,9 +1,10 @@
 """One aiohttp server in its own thread: ``/metrics``, ``/healthz``, ``/readyz``, and more.
 
 It binds to 127.0.0.1 unless told otherwise. With a token configured, every route except the
-two probes needs ``Authorization: Bearer <token>``; the comparison runs in constant time
-(``hmac.compare_digest``). The probes stay open so that container and cluster health checks
-work without the secret; they reveal only "ok" or the reason for not being ok.
+two probes and ``/login`` needs ``Authorization: Bearer <token>``, or the ``vidpipe_token``
+cookie that the live view's ``/login`` sets for browsers; both comparisons run in constant
+time (``hmac.compare_digest``). The probes stay open so that container and cluster health
+checks work without the secret; they reveal only "ok" or the reason for not being ok.
 
 Features add their routes through ``RouteInstaller`` callables, so this module knows nothing
 about them.
@@ -28,17 +29,28 @@ log = logging.getLogger(__name__)
 
 RouteInstaller = Callable[[web.Application], None]
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/login"})
+#: Browsers cannot send an Authorization header with <img> and page loads: /login sets this
+#: cookie (HttpOnly, SameSite=Strict) holding the token, accepted in place of the header.
+TOKEN_COOKIE = "vidpipe_token"
 
 
 def _bearer_middleware(token: str) -> Middleware:
     expected = f"Bearer {token}".encode()
+    expected_cookie = token.encode()
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, expected):
+            cookie = request.cookies.get(TOKEN_COOKIE)
+            ok = hmac.compare_digest(given, expected) or (
+                cookie is not None
+                and hmac.compare_digest(cookie.encode("utf-8", "replace"), expected_cookie)
+            )
+            if not ok:
+                if request.path == "/":
+                    raise web.HTTPSeeOther("/login")  # a browser: ask for the token
                 return web.json_response(
                     {"error": "missing or wrong bearer token"},
                     status=401,

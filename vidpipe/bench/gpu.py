@@ -1,0 +1,346 @@
+"""``vidpipe bench-gpu``: the GPU stream set against the same executor in a tight loop.
+
+Two measurements, both in one run, reported as JSON and Markdown:
+
+1. **Inference** (decode excluded): for each batch size B and stream count K, img/s of
+
+   * the *tight loop*: one execution context enqueued back to back on one stream, input
+     already on the device, one synchronisation at the end (the executor's own ceiling at
+     batch B), and
+   * the *stream set*: a synthetic camera thread submitting prepared (letterboxed u8)
+     frames through ``wait_slot`` + ``submit``, with batching, copies, events, completion
+     thread and per-frame routing, over K streams.
+
+   The ratio of the two is the figure the design is judged by (>= 0.9).
+
+2. **Streams** (real CPU decode): N cameras playing a 1080p 25 fps clip in real time through
+   the whole daemon (capture, letterbox, the stream set, postprocessing); a point is
+   *sustained* when at least 95 % of the frames the cameras produced were inferred.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _executor(args: argparse.Namespace, max_batch: int) -> Any:
+    from vidpipe.infer.cuda_rt import CudaRuntime
+    from vidpipe.infer.gpu import GpuConfig, make_executor
+
+    cfg = GpuConfig.model_validate(
+        {
+            "type": args.type,
+            "devices": [args.device],
+            "max_batch": max_batch,
+            "precision": args.precision,
+            **_graphs(args),
+        }
+    )
+    device = args.device
+    rt = CudaRuntime(device)
+    return rt, make_executor(args.model, rt, cfg)
+
+
+def tight_loop(rt: Any, ex: Any, batch: int, seconds: float) -> float:
+    """img/s of back-to-back enqueues of one context on one stream (input on the device)."""
+    io = ex.io
+    stream = rt.stream_create()
+    d_in = rt.device_alloc(ex.max_batch * io.input.frame_elems)
+    d_outs = [rt.device_alloc(ex.max_batch * o.frame_elems * 4) for o in io.outputs]
+    ev = rt.event_create()
+    ctx = ex.create_context(stream, d_in, d_outs)
+    try:
+        for _ in range(5):
+            ctx.enqueue(batch)
+        rt.event_record(ev, stream)
+        rt.event_wait(ev)
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(10):
+                ctx.enqueue(batch)
+            n += 10
+            rt.event_record(ev, stream)
+            rt.event_wait(ev)  # bounded queue: wait per 10 enqueues, the GPU stays fed
+        return n * batch / (time.perf_counter() - t0)
+    finally:
+        ctx.close()
+        rt.event_destroy(ev)
+        for p in [d_in, *d_outs]:
+            rt.device_free(p)
+        rt.stream_destroy(stream)
+
+
+def stream_set_rate(
+    devices: list[tuple[Any, Any]], streams: int, seconds: float, frames: np.ndarray
+) -> tuple[float, dict[str, float]]:
+    """img/s through the backend from one synthetic camera thread (prepared frames)."""
+    from vidpipe.infer.streamset import StreamSetBackend
+
+    backend = StreamSetBackend(devices, streams, 50.0, {}, close_executors=False)
+    done = [0]
+    lock = threading.Lock()
+
+    def on_done(c: Any) -> None:
+        if c.error is not None:
+            raise RuntimeError(f"inference failed: {c.error}")
+        with lock:
+            done[0] += 1
+
+    def feed(until: float) -> None:
+        i = 0
+        while time.perf_counter() < until:
+            if backend.wait_slot(0.1):
+                backend.submit(frames[i % len(frames)], 0, i, on_done)
+                i += 1
+
+    try:
+        feed(time.perf_counter() + 1.0)  # warm-up
+        backend.drain(30.0)
+        with lock:
+            start = done[0]
+        t0 = time.perf_counter()
+        feed(t0 + seconds)
+        backend.drain(30.0)
+        elapsed = time.perf_counter() - t0
+        with lock:
+            n = done[0] - start
+        return n / elapsed, backend.stats()
+    finally:
+        backend.close()  # the executor stays open for the next point
+
+
+def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[str, Any]]:
+    points = []
+    for batch in args.batches:
+        rt, ex = _executor(args, batch)
+        tight = tight_loop(rt, ex, batch, args.seconds)
+        for k in args.streams:
+            rate, stats = stream_set_rate([(rt, ex)], k, args.seconds, frames)
+            point = {
+                "batch": batch,
+                "streams": k,
+                "tight_loop_img_s": round(tight, 1),
+                "stream_set_img_s": round(rate, 1),
+                "ratio": round(rate / tight, 3),
+                "mean_batch": round(stats["mean_batch"], 2),
+            }
+            print(json.dumps(point), flush=True)
+            points.append(point)
+        ex.close()
+    return points
+
+
+def make_clip(src: Path, dst: Path, fps: int = 25) -> str:
+    """1080p at ``fps``: ffmpeg if present (H.264), else OpenCV (MPEG-4 part 2)."""
+    # setpts=0.5*PTS plays the 12.5 fps clip twice as fast: every frame is a new picture,
+    # not a duplicate that would decode for free.
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg:
+        cmd = [
+            ffmpeg,
+            "-y",
+            "-loglevel",
+            "error",
+            "-i",
+            str(src),
+            "-vf",
+            "setpts=0.5*PTS,scale=1920:1080",
+            "-r",
+            str(fps),
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            "-pix_fmt",
+            "yuv420p",
+            "-an",
+            str(dst),
+        ]
+        subprocess.run(cmd, check=True)
+        return "ffmpeg libx264 1920x1080 25 fps (setpts=0.5*PTS)"
+    import cv2
+
+    cap = cv2.VideoCapture(str(src))
+    out = cv2.VideoWriter(str(dst), cv2.VideoWriter.fourcc(*"mp4v"), fps, (1920, 1080))
+    while True:
+        ok, img = cap.read()
+        if not ok:
+            break
+        out.write(cv2.resize(img, (1920, 1080), interpolation=cv2.INTER_LINEAR))
+    out.release()
+    return "OpenCV mp4v (MPEG-4 part 2) 1920x1080 25 fps, source frames not duplicated"
+
+
+def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
+    """The scheduler thread's per-frame work for a 1080p frame: letterbox into a pool buffer.
+
+    One thread does this for every camera, so ``1000 / fill_ms`` bounds the frames per
+    second the Engine can submit, whatever the GPU does.
+    """
+    import cv2
+
+    from vidpipe.preprocess.buffers import BufferPool
+    from vidpipe.types import TensorSpec
+
+    cap = cv2.VideoCapture(str(clip))
+    images: list[np.ndarray] = []
+    while len(images) < 50:
+        ok, img = cap.read()
+        if not ok:
+            break
+        images.append(np.asarray(img, np.uint8))
+    cap.release()
+    buf = BufferPool(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 1).acquire(1.0)
+    assert buf is not None
+    t0 = time.perf_counter()
+    for i in range(frames):
+        buf.fill(images[i % len(images)])
+    fill_ms = (time.perf_counter() - t0) * 1000 / frames
+    return {"fill_ms": round(fill_ms, 3), "bound_fps": round(1000 / fill_ms, 1)}
+
+
+def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str, Any]:
+    """Run the daemon with ``cameras`` real-time 1080p cameras; did inference keep up?"""
+    from vidpipe.config import Config
+    from vidpipe.daemon import Daemon
+
+    doc = {
+        "model": {"path": str(args.model), "labels": str(args.labels)},
+        "inference": {
+            "type": args.type,
+            "devices": [args.device],
+            "streams": 2,
+            "max_batch": args.stream_batch,
+            "batch_timeout_ms": 10,
+            "precision": args.precision,
+            **_graphs(args),
+        },
+        "http": {"enabled": False},
+        "cameras": [
+            {"name": f"cam{i}", "url": str(clip), "loop": True, "realtime": True}
+            for i in range(cameras)
+        ],
+    }
+    daemon = Daemon(Config.model_validate(doc))
+    daemon.start()
+    assert daemon.engine is not None
+    count = [0]
+    lock = threading.Lock()
+    forward = daemon.engine.on_result
+
+    def counting(result: Any) -> None:
+        with lock:
+            count[0] += 1
+        forward(result)
+
+    daemon.engine.on_result = counting
+    try:
+        time.sleep(args.warmup)
+        with lock:
+            start = count[0]
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        time.sleep(args.window)
+        elapsed = time.perf_counter() - t0
+        with lock:
+            n = count[0] - start
+        cpu = (time.process_time() - cpu0) / elapsed
+        drops = _drops(daemon.metrics.registry)
+    finally:
+        daemon.stop_event.set()
+        daemon.shutdown()
+    expected = cameras * 25.0
+    point = {
+        "cameras": cameras,
+        "inferred_fps": round(n / elapsed, 1),
+        "offered_fps": expected,
+        "fraction": round(n / elapsed / expected, 3),
+        "sustained": n / elapsed >= 0.95 * expected,
+        "process_cpu_cores": round(cpu, 2),
+        "drops_since_start": drops,
+    }
+    print(json.dumps(point), flush=True)
+    return point
+
+
+def _graphs(args: argparse.Namespace) -> dict[str, bool]:
+    return {"cuda_graphs": not args.eager} if args.type == "torch" else {}
+
+
+def _drops(registry: Any) -> dict[str, float]:
+    """Frames dropped so far, by reason, over all cameras."""
+    out: dict[str, float] = {}
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name == "vidpipe_frames_dropped_total":
+                reason = s.labels.get("reason", "?")
+                out[reason] = out.get(reason, 0.0) + s.value
+    return out
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="vidpipe bench-gpu", description=__doc__.split("\n")[0])
+    p.add_argument("--model", type=Path, required=True)
+    p.add_argument("--labels", type=Path, required=True)
+    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
+    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64])
+    p.add_argument("--streams", type=_ints, default=[1, 2, 4])
+    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
+    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
+    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
+    p.add_argument("--cameras", type=_ints, default=[])
+    p.add_argument("--stream-batch", type=int, default=32)
+    p.add_argument("--warmup", type=float, default=6.0)
+    p.add_argument("--window", type=float, default=12.0)
+    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
+    p.add_argument("--json", type=Path, required=True)
+    args = p.parse_args(argv)
+    doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    frames = _frames(args.images)
+    if args.batches:
+        doc["inference"] = inference_points(args, frames)
+    if args.cameras and args.clip:
+        clip = args.json.parent / "clip-1080p25.mp4"
+        doc["clip"] = make_clip(args.clip, clip)
+        doc["preprocess_1080p"] = preprocess_cost(clip)
+        print(json.dumps(doc["preprocess_1080p"]), flush=True)
+        doc["streams_1080p25"] = []
+        for n in args.cameras:
+            point = stream_point(args, clip, n)
+            doc["streams_1080p25"].append(point)
+            if not point["sustained"]:
+                break
+    args.json.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+def _frames(images: Path | None) -> np.ndarray:
+    """Letterboxed u8 frames ``(n, 1, 416, 416, 3)`` (random pixels without images)."""
+    from vidpipe.preprocess.letterbox import letterbox
+
+    if images is None:
+        return np.random.default_rng(0).integers(0, 255, (8, 1, 416, 416, 3), dtype=np.uint8)
+    import cv2
+
+    out = []
+    for path in sorted(images.glob("*.jpg"))[:16]:
+        image = cv2.imread(str(path))
+        if image is None:
+            raise FileNotFoundError(f"cannot read {path}")
+        canvas, _ = letterbox(np.asarray(image, np.uint8), 416, 416)
+        out.append(canvas[None])
+    return np.stack(out)

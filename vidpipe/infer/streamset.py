@@ -1,0 +1,237 @@
+"""The GPU inference backend: cross-camera batching over one stream set per GPU.
+
+The Engine's scheduler takes frames round-robin across cameras (``FrameHub``) and submits
+them one at a time, as with OpenVINO. This backend gathers them, like DeepStream's
+nvstreammux: a batch is *open* until it holds ``max_batch`` frames or ``batch_timeout_ms``
+has passed since its first frame, then it is dispatched to its GPU's stream set. Each frame is
+copied straight into the pinned input of the batch's I/O set, so round-robin order and
+fairness carry over unchanged, and each frame's outputs come back to its own callback with
+its own tag (the camera and frame travel in the tag).
+
+Several GPUs: a new batch goes to the least-loaded one (fewest frames gathered or queued).
+
+Accounting: ``capacity`` is the number of frames the backend can hold (every I/O set full);
+``wait_slot`` is true while the open batch has room or a free I/O set exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from vidpipe.infer.base import BackendError
+from vidpipe.infer.cuda_rt import FatalDeviceError
+from vidpipe.infer.gpu_base import BatchExecutor, GpuRuntime
+from vidpipe.infer.slots import Batch, DeviceStreamSet
+from vidpipe.types import Completion, TensorSpec
+
+log = logging.getLogger(__name__)
+
+_IO_WAIT_S = 30.0  # a submit waiting this long for a free I/O set means a hung device
+
+
+class StreamSetBackend:
+    """``InferenceBackend`` over per-GPU stream sets with cross-camera batching.
+
+    Args:
+        devices: ``(runtime, executor)`` per GPU; the backend owns and closes them.
+        streams: slots per GPU.
+        batch_timeout_ms: how long an open batch waits for more frames.
+        description: the backend's description (the Engine exports it as a metric).
+        close_executors: close the executors in ``close`` (the benchmark reuses them).
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[tuple[GpuRuntime, BatchExecutor]],
+        streams: int,
+        batch_timeout_ms: float,
+        description: dict[str, str],
+        close_executors: bool = True,
+    ) -> None:
+        if not devices:
+            raise BackendError("the GPU backend needs at least one device")
+        executors = [ex for _, ex in devices]
+        io = executors[0].io
+        self.max_batch = min(ex.max_batch for ex in executors)
+        self.input_spec = TensorSpec(io.input.name, (1, *io.input.shape), "u8", "NHWC")
+        self.output_shapes = [(1, *o.shape) for o in io.outputs]
+        self._timeout_s = batch_timeout_ms / 1000.0
+        self._cond = threading.Condition()
+        self._open: Batch | None = None
+        self._inflight = 0
+        self._closed = False
+        self.fatal: BaseException | None = None
+        self.sets: list[DeviceStreamSet] = []
+        try:
+            for rt, ex in devices:
+                self.sets.append(
+                    DeviceStreamSet(rt, ex, streams, self._frames_done, self._device_fatal)
+                )
+        except BaseException:
+            for s in self.sets:
+                s.close(1.0)
+            for ex in executors:
+                ex.close()
+            raise
+        self._executors = executors if close_executors else []
+        self.capacity = sum(2 * streams * s.max_batch for s in self.sets)
+        self.description = {**description, "requests": str(self.capacity)}
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name="vidpipe-gpu-batcher", daemon=True
+        )
+        self._flusher.start()
+
+    # ------------------------------------------------------------------ accounting
+
+    def _frames_done(self, n: int) -> None:
+        with self._cond:
+            self._inflight -= n
+            self._cond.notify_all()
+
+    def _device_fatal(self, exc: BaseException) -> None:
+        """A GPU hit a sticky error: refuse new work; the Engine sees FatalDeviceError."""
+        with self._cond:
+            if self.fatal is None:
+                self.fatal = exc
+            batch, self._open = self._open, None
+            self._cond.notify_all()
+        if batch is not None:
+            # Not dispatched: this may run inside a dispatch on the broken device.
+            batch.owner.fail_undispatched(batch, self.fatal or exc)
+
+    def _room(self) -> bool:
+        if self._closed or self.fatal is not None:
+            return True  # submit will raise: don't keep the caller waiting
+        if self._open is not None and len(self._open.entries) < self._open.owner.max_batch:
+            return True
+        return any(s.free_io_sets() for s in self.sets if s.fatal is None)
+
+    def wait_slot(self, timeout_s: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(self._room, timeout_s)
+
+    def in_flight(self) -> int:
+        with self._cond:
+            return self._inflight
+
+    # ------------------------------------------------------------------ submission
+
+    def submit(
+        self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
+    ) -> None:
+        """Copy one letterboxed ``(1, H, W, 3)`` u8 frame into the open batch.
+
+        The frame's ``Completion`` (outputs with a batch dimension of 1) reaches ``on_done``
+        on the completion thread. Raises BackendError when closed, FatalDeviceError when the
+        GPU is unusable.
+        """
+        if tensor.shape != self.input_spec.shape or tensor.dtype != np.uint8:
+            raise BackendError(
+                f"GPU backend expects a uint8 tensor of shape {self.input_spec.shape}, got "
+                f"{tensor.dtype} {tensor.shape}"
+            )
+        full: Batch | None = None
+        with self._cond:
+            batch = self._open or self._open_batch()
+            batch.io.host_in.array[len(batch.entries)] = tensor[0]
+            batch.entries.append((tag, on_done, time.perf_counter()))
+            self._inflight += 1
+            if len(batch.entries) >= batch.owner.max_batch:
+                full, self._open = batch, None
+            elif len(batch.entries) == 1:
+                self._cond.notify_all()  # the flusher starts this batch's timer
+        if full is not None:
+            self._dispatch(full)
+
+    def _open_batch(self) -> Batch:
+        """A new open batch on the least-loaded GPU with a free I/O set (lock held)."""
+        deadline = time.monotonic() + _IO_WAIT_S
+        while True:
+            if self._closed:
+                raise BackendError("backend is closed")
+            if self.fatal is not None:
+                raise FatalDeviceError(str(self.fatal))
+            for s in sorted(self.sets, key=lambda s: s.pending):
+                io = s.take_io_set() if s.fatal is None else None
+                if io is not None:
+                    self._open = Batch(io, s, time.monotonic())
+                    return self._open
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BackendError(f"no free GPU I/O set for {_IO_WAIT_S:.0f} s (device hung?)")
+            self._cond.wait(min(left, 0.1))
+
+    def _dispatch(self, batch: Batch) -> None:
+        batch.owner.dispatch(batch)
+
+    def _flush_loop(self) -> None:
+        """Dispatch an open batch once it has waited ``batch_timeout_ms``."""
+        with self._cond:
+            while True:
+                batch = self._open
+                if batch is None:
+                    if self._closed:
+                        return
+                    self._cond.wait()
+                    continue
+                wait_s = batch.t_open + self._timeout_s - time.monotonic()
+                if wait_s > 0 and not self._closed:
+                    self._cond.wait(wait_s)
+                    continue
+                self._open = None
+                self._cond.release()
+                try:
+                    self._dispatch(batch)
+                finally:
+                    self._cond.acquire()
+
+    def flush(self) -> None:
+        """Dispatch the open batch now (drain and benchmarks)."""
+        with self._cond:
+            batch, self._open = self._open, None
+        if batch is not None:
+            self._dispatch(batch)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def drain(self, timeout_s: float) -> bool:
+        self.flush()
+        with self._cond:
+            return self._cond.wait_for(lambda: self._inflight <= 0, timeout_s)
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        drained = self.drain(5.0)
+        if not drained:
+            log.warning("closing with %d frames still on the GPU", self.in_flight())
+        self._flusher.join(1.0)
+        for s in self.sets:
+            s.close(5.0 if drained else 0.5)
+        for ex in self._executors:
+            try:
+                ex.close()
+            except BaseException as exc:
+                log.debug("executor close: %s", exc)
+
+    # ------------------------------------------------------------------ statistics
+
+    def stats(self) -> dict[str, float]:
+        """Batches and frames dispatched so far, and the mean batch size."""
+        batches = sum(s.batches for s in self.sets)
+        frames = sum(s.frames for s in self.sets)
+        return {
+            "batches": batches,
+            "frames": frames,
+            "mean_batch": frames / batches if batches else 0.0,
+            **{f"frames_gpu{s.runtime.device}": s.frames for s in self.sets},
+        }

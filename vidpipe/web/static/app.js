@@ -1,0 +1,82 @@
+// vidpipe status page: one tile per camera, refreshed from /api/cameras once a second.
+// No framework, no CDN: this file ships in the Python package.
+"use strict";
+
+const REFRESH_MS = 1000;
+const tiles = new Map(); // camera name -> tile element
+
+function fmt(value, digits, unit) {
+  if (value === null || value === undefined) return "–";
+  return value.toFixed(digits) + (unit || "");
+}
+
+function describeDetections(cam) {
+  const dets = cam.last_detections || [];
+  if (!dets.length) return "no detections yet";
+  const counts = new Map();
+  for (const d of dets) counts.set(d.label, (counts.get(d.label) || 0) + 1);
+  const parts = [...counts].map(([label, n]) => (n > 1 ? n + " × " : "") + label);
+  let when = "";
+  if (cam.last_detection_time) {
+    const ago = Math.max(0, Date.now() / 1000 - cam.last_detection_time);
+    when = " (" + (ago < 60 ? ago.toFixed(0) + " s" : (ago / 60).toFixed(0) + " min") + " ago)";
+  }
+  return "last: " + parts.join(", ") + when;
+}
+
+function createTile(cam) {
+  const tpl = document.getElementById("tile-template");
+  const tile = tpl.content.firstElementChild.cloneNode(true);
+  tile.dataset.camera = cam.name;
+  tile.querySelector(".name").textContent = cam.name;
+  const img = tile.querySelector("img.stream");
+  img.alt = "live view of " + cam.name;
+  img.src = cam.stream_url;
+  // An MJPEG stream ends when the server restarts or the connection drops: reconnect.
+  img.addEventListener("error", () => {
+    setTimeout(() => { img.src = cam.stream_url + "?t=" + Date.now(); }, 2000);
+  });
+  document.getElementById("tiles").appendChild(tile);
+  return tile;
+}
+
+function updateTile(tile, cam) {
+  const state = tile.querySelector(".state");
+  state.textContent = cam.state;
+  state.className = "state " + cam.state;
+  tile.dataset.state = cam.state;
+  tile.classList.toggle("down", cam.state === "backoff" || cam.state === "stopped");
+  tile.classList.toggle("warn", cam.state === "stalled" || cam.state === "connecting");
+  tile.querySelector(".fps-in").textContent = fmt(cam.fps_in, 1);
+  tile.querySelector(".fps-out").textContent = fmt(cam.fps_out, 1);
+  tile.querySelector(".p95").textContent = fmt(cam.latency_p95_ms, 0, " ms");
+  tile.querySelector(".drops").textContent = String(cam.drops);
+  tile.querySelector(".detections").textContent = describeDetections(cam);
+}
+
+async function refresh() {
+  const summary = document.getElementById("summary");
+  try {
+    const resp = await fetch("/api/cameras", { cache: "no-store" });
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    const data = await resp.json();
+    let up = 0;
+    const names = new Set(data.cameras.map((c) => c.name));
+    for (const [name, tile] of tiles) {
+      if (!names.has(name)) { tile.remove(); tiles.delete(name); } // removed by a reload
+    }
+    for (const cam of data.cameras) {
+      let tile = tiles.get(cam.name);
+      if (!tile) { tile = createTile(cam); tiles.set(cam.name, tile); }
+      updateTile(tile, cam);
+      if (cam.streaming) up += 1;
+    }
+    summary.textContent = up + " of " + data.cameras.length + " camera(s) streaming";
+  } catch (err) {
+    summary.textContent = "daemon unreachable (" + err.message + ")";
+  } finally {
+    setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+refresh();
