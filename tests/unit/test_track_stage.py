@@ -174,8 +174,7 @@ def test_zone_class_that_the_camera_filters_out_is_an_error() -> None:
     [
         (
             "    zones:\n      - name: z\n        points: [[0, 0], [5, 5]]\n",
-            "cameras[0].zones[0].points (line 8): Value error, a zone needs at least 3 points, "
-            "got 2",
+            "cameras[0].zones[0].points (line 8): a zone needs at least 3 points, got 2",
         ),
         (
             "    zones:\n      - name: z\n        coords: normalized\n"
