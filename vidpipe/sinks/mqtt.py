@@ -4,6 +4,8 @@ Topics, with ``<prefix>`` from the config (``vidpipe`` by default):
 
 * ``<prefix>/<camera>/detections``: one JSON event per frame with detections (``timestamp``,
   ``frame``, ``detections``, ...);
+* ``<prefix>/<camera>/events``: one JSON message per zone or line event (``enter``,
+  ``leave``, ``cross``: ``TrackEvent.to_dict()``), also from frames without detections;
 * ``<prefix>/<camera>/state``: the capture state (``streaming``, ``backoff``, ...), retained;
 * ``<prefix>/available``: ``online`` once connected, ``offline`` at shutdown or, through the
   Last Will, when the daemon vanishes; retained.
@@ -112,7 +114,11 @@ class MqttSink:
     # -- Sink --------------------------------------------------------------------------------
 
     def handle(self, result: FrameResult) -> None:
-        """Publish ``result``'s detections (frames without any only if configured)."""
+        """Publish ``result``'s zone and line events, then its detections (frames without any
+        only if configured)."""
+        for event in result.event_dicts():
+            payload = json.dumps(event, separators=(",", ":")).encode()
+            self._publish(f"{self._prefix}/{result.camera}/events", payload, retain=False)
         if self._cfg.only_with_detections and len(result.detections) == 0:
             self._skipped.inc()
             return

@@ -87,11 +87,31 @@ class WebhookSink:
         }
 
     def handle(self, result: FrameResult) -> None:
-        """Send ``result``'s event if it passes the filters and its camera is not cooling down.
+        """POST ``result``'s zone and line events, then its detection event.
+
+        Zone and line events (``TrackEvent.to_dict()``) are each POSTed on their own, whatever
+        the cool-down (each one matters), when their class passes ``classes``. The detection
+        event is sent if it passes the filters and its camera is not cooling down.
 
         Raises:
-            WebhookDeliveryError: the event was dropped after the retries (counted).
+            WebhookDeliveryError: an event was dropped after the retries (counted); the others
+                of the frame were still tried.
         """
+        failure: WebhookDeliveryError | None = None
+        for event in result.event_dicts():
+            if self._classes is not None and event["label"] not in self._classes:
+                self._skipped["filtered"].inc()
+                continue
+            body = json.dumps(event, separators=(",", ":")).encode()
+            try:
+                self._deliver(body, f"{result.camera}#{result.seq} {event['event']}")
+            except WebhookDeliveryError as exc:
+                failure = failure or exc
+        self._handle_detections(result)
+        if failure is not None:
+            raise failure
+
+    def _handle_detections(self, result: FrameResult) -> None:
         if len(result.detections) == 0:
             self._skipped["no_detections"].inc()
             return
