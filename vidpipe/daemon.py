@@ -19,6 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import numpy as np
+
 from vidpipe import redact
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
 from vidpipe.config import Config, ConfigError, load_config
@@ -107,7 +109,12 @@ class Daemon:
         )
         extra_sinks: list[Sink] = []
         if cfg.http.enabled and cfg.http.live.enabled:
-            live = LiveView(draw_detections, self.metrics, jpeg_quality=cfg.http.live.jpeg_quality)
+            live = LiveView(
+                draw_detections,
+                self.metrics,
+                jpeg_quality=cfg.http.live.jpeg_quality,
+                overlay=self._draw_scene,
+            )
             extra_sinks.append(live)
             routes = LiveRoutes(
                 live,
@@ -147,6 +154,11 @@ class Daemon:
             f" (shard {self.shard}, of {len(cfg.cameras)} configured)" if self.shard else "",
         )
         self.health.set_ready()
+
+    def _draw_scene(self, camera: str, image: np.ndarray) -> np.ndarray:
+        """The camera's zones and lines with their counts on ``image`` (the live view)."""
+        scene = self.tracking.scenes.get(camera) if self.tracking is not None else None
+        return image if scene is None else scene.draw(image)
 
     def _new_engine(
         self, cfg: Config, loaded: LoadedModel, rules: dict[str, CameraRules]

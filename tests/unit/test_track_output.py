@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -128,3 +130,28 @@ def test_draw_scene_marks_zones_and_lines_on_a_copy() -> None:
     assert right > left
     with pytest.raises(ValueError, match="uint8"):
         draw_scene(image.astype(np.float32), scene)  # type: ignore[arg-type]
+
+
+def test_live_view_draws_the_camera_scene_over_the_detections() -> None:
+    from vidpipe.metrics import Metrics
+    from vidpipe.sinks.live import LiveView
+
+    zone = ZoneConfig(name="hall", coords="normalized", points=[(0, 0), (0.5, 0), (0.5, 1), (0, 1)])
+    scene = resolve_scene([zone], [], 160, 120)
+    seen: list[str] = []
+
+    def overlay(camera: str, image: np.ndarray) -> np.ndarray:
+        seen.append(camera)
+        return draw_scene(image, scene)
+
+    image = np.full((120, 160, 3), 60, np.uint8)
+    plain = LiveView(draw_detections, Metrics())
+    zoned = LiveView(draw_detections, Metrics(), overlay=overlay)
+    result = dataclasses.replace(frame_result(two_dets([4, 5])), image=image)
+    for live in (plain, zoned):
+        live.handle(result)
+    a, b = plain.jpeg("door"), zoned.jpeg("door")
+    assert a is not None and b is not None and seen == ["door"]
+    tinted = cv2.imdecode(np.frombuffer(b.data, np.uint8), cv2.IMREAD_COLOR)
+    untinted = cv2.imdecode(np.frombuffer(a.data, np.uint8), cv2.IMREAD_COLOR)
+    assert abs(int(tinted[110, 20].sum()) - int(untinted[110, 20].sum())) > 30  # in the zone

@@ -13,6 +13,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,8 @@ class LiveView:
         draw: ``draw(image, detections, labels)`` returning an annotated copy.
         metrics: where JPEG encodes are counted (``vidpipe_live_jpeg_encoded_total``).
         jpeg_quality: 1-100.
+        overlay: ``overlay(camera, image)`` drawing more onto the annotated copy (the daemon
+            passes a camera's zones and lines, ``CameraScene.draw``), or None.
         name: the sink name (metric label).
         queue_size: capacity of the sink's queue in the pool; ``handle`` is O(1), so small.
     """
@@ -71,12 +74,14 @@ class LiveView:
         metrics: Metrics,
         *,
         jpeg_quality: int = 75,
+        overlay: Callable[[str, np.ndarray], np.ndarray] | None = None,
         name: str = "live",
         queue_size: int = 4,
     ) -> None:
         self.name = name
         self.queue_size = queue_size
         self._draw = draw
+        self._overlay = overlay
         self._metrics = metrics
         self._encode_params = [int(cv2.IMWRITE_JPEG_QUALITY), int(jpeg_quality)]
         self._cameras: dict[str, _CameraLive] = {}
@@ -184,6 +189,8 @@ class LiveView:
         assert result.image is not None
         # draw_detections draws on its own copy: the shared frame stays untouched
         drawn = self._draw(result.image, result.detections, result.labels)
+        if self._overlay is not None:
+            drawn = self._overlay(result.camera, drawn)
         ok, buf = cv2.imencode(".jpg", drawn, self._encode_params)
         if not ok:
             raise RuntimeError(f"JPEG encoding failed for {result.camera}#{result.seq}")
