@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +60,31 @@ class FrameInfo:
 
 def _label(labels: Sequence[str], cid: int) -> str:
     return labels[cid] if 0 <= cid < len(labels) else str(cid)
+
+
+def _track_event(
+    kind: str,
+    frame: FrameInfo,
+    where: str,
+    labels: Sequence[str],
+    tid: int,
+    cid: int,
+    point: tuple[float, float],
+    **extra: Any,
+) -> TrackEvent:
+    """One zone or line event of track ``tid`` at ``frame`` (``extra``: dwell, reason, ...)."""
+    return TrackEvent(
+        kind=kind,
+        camera=frame.camera,
+        seq=frame.seq,
+        wall_time=frame.wall_time,
+        where=where,
+        tracker_id=tid,
+        class_id=cid,
+        label=_label(labels, cid),
+        point=point,
+        **extra,
+    )
 
 
 def _eligible(obs: Observations, class_ids: frozenset[int] | None) -> npt.NDArray[np.bool_]:
@@ -193,18 +219,8 @@ class ZoneWatch:
         dwell_s: float | None = None,
         reason: str | None = None,
     ) -> TrackEvent:
-        return TrackEvent(
-            kind=kind,
-            camera=frame.camera,
-            seq=frame.seq,
-            wall_time=frame.wall_time,
-            where=self.name,
-            tracker_id=tid,
-            class_id=cid,
-            label=_label(self._labels, cid),
-            point=point,
-            dwell_s=dwell_s,
-            reason=reason,
+        return _track_event(
+            kind, frame, self.name, self._labels, tid, cid, point, dwell_s=dwell_s, reason=reason
         )
 
 
@@ -290,15 +306,6 @@ class LineWatch:
     def _event(
         self, frame: FrameInfo, tid: int, cid: int, point: tuple[float, float], direction: str
     ) -> TrackEvent:
-        return TrackEvent(
-            kind="cross",
-            camera=frame.camera,
-            seq=frame.seq,
-            wall_time=frame.wall_time,
-            where=self.name,
-            tracker_id=tid,
-            class_id=cid,
-            label=_label(self._labels, cid),
-            point=point,
-            direction=direction,
+        return _track_event(
+            "cross", frame, self.name, self._labels, tid, cid, point, direction=direction
         )
