@@ -58,9 +58,11 @@ def test_killed_and_frozen_cameras_recover_while_the_others_keep_their_rate(
 ) -> None:
     videos = assets_dir / "videos"
     port = free_port()
+    # The walkway clip is 139 s long, longer than this test: no server needs --loop (whose
+    # looped mounts serve one client each; the probe's DESCRIBE before a reopen would be it).
     servers = {
-        name: RtspServer(clip_dir(tmp_path, name, videos / f"{clip}.mp4"), loop=True)
-        for name, clip in (("victim", PERSON), ("steady1", PERSON), ("steady2", BOTTLE))
+        name: RtspServer(clip_dir(tmp_path, name, videos / f"{PERSON}.mp4"))
+        for name in ("victim", "steady1", "steady2")
     }
     for s in servers.values():
         s.start()
@@ -120,7 +122,7 @@ def test_killed_and_frozen_cameras_recover_while_the_others_keep_their_rate(
         f" thaw -> up {back_after_thaw_s:.1f} s"
     )
     for cam in steady:
-        assert before[cam] > 2.0, before  # detect_fps 4 of a 10 fps stream (29.8 for steady2)
+        assert before[cam] > 2.0, before  # detect_fps 4 of a 10 fps stream
         assert during[cam] >= 0.9 * before[cam], (cam, before, during)
     assert stall_detected_s <= 10.0 + 1.5  # stall_timeout_s defaults to 10 s
 
