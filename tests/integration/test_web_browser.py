@@ -107,6 +107,8 @@ def test_status_page_in_chromium(
             except OSError:
                 assert daemon.proc.poll() is None, daemon.log()
                 return False
+            if set(cams) != {"walkway", "belt"}:
+                return False  # all() of nothing is True: wait until both are listed
             return all(c["streaming"] and c["frame"] is not None for c in cams.values())
 
         wait_for(both_streaming, 90, "both cameras streaming with results")
