@@ -36,6 +36,7 @@ _HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
 # callback right now or failed (OpenVINO then calls no callback at all). After this long it is
 # the latter: the slot is reclaimed and the submission completes with an error.
 _STUCK_AFTER_S = 2.0
+_STUCK_CHECK_S = 0.25
 
 
 def _first_line(exc: BaseException) -> str:
@@ -118,6 +119,7 @@ class OpenVINOBackend:
         self._next_id = 0
         self._closed = False
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
+        self._last_stuck_check = 0.0
         self.callback_errors = 0
         precision = self._compiled.get_property("INFERENCE_PRECISION_HINT")
         self.description = {
@@ -203,8 +205,15 @@ class OpenVINOBackend:
             self._finish(sid, None, exc)
 
     def _reclaim_stuck(self) -> None:
-        """Complete, with an error, submissions whose request failed without a callback."""
+        """Complete, with an error, submissions whose request failed without a callback.
+
+        Called on every timed-out ``wait_slot`` poll (the normal state of a saturated pool), so
+        the requests are looked at no more than once every ``_STUCK_CHECK_S``.
+        """
         now = time.monotonic()
+        if now - self._last_stuck_check < _STUCK_CHECK_S:
+            return
+        self._last_stuck_check = now
         idle = self._idle_submissions()
         self._suspects = {sid: self._suspects.get(sid, now) for sid in idle}
         stuck = [sid for sid, t in self._suspects.items() if now - t >= _STUCK_AFTER_S]
