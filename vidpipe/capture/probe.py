@@ -65,8 +65,13 @@ def _target(url: str) -> _Target:
     return _Target(host, port, clean, user, pw)
 
 
-def diagnose(url: str, timeout_s: float = 3.0) -> Diagnosis:
-    """Find out why ``url`` (rtsp:// or rtsps://) does not open. Never raises."""
+def diagnose(url: str, timeout_s: float = 3.0, *, describe: bool = True) -> Diagnosis:
+    """Find out why ``url`` (rtsp:// or rtsps://) does not open. Never raises.
+
+    With ``describe=False`` only name resolution and the TCP connect are tried (a reachable
+    server gives ``open_failed``): enough to keep a dead camera off OpenCV's open lock, without
+    an RTSP request that could leave a prepared media behind on the server.
+    """
     try:
         target = _target(url)
     except ValueError as exc:
@@ -83,6 +88,9 @@ def diagnose(url: str, timeout_s: float = 3.0) -> Diagnosis:
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or "failed")
         return Diagnosis("unreachable", f"connect to {target.host}:{target.port} {why}")
+    if not describe:
+        sock.close()
+        return Diagnosis("open_failed", "the server accepts connections")
     if url.lower().startswith("rtsps://"):
         sock.close()  # TLS cameras: the TCP port answers; say no more than that
         return Diagnosis("open_failed", "the server accepts connections; RTSP over TLS failed")

@@ -382,7 +382,7 @@ class CaptureWorker:
             # Reconnecting after a failure: ask the server first. OpenCV opens one capture at
             # a time process-wide, so a dead camera would otherwise hold every other camera's
             # (re)connect for up to the open timeout, at each of its attempts.
-            diag = diagnose(self.camera.url, timeout_s)
+            diag = diagnose(self.camera.url, timeout_s, describe=False)
             if diag.reason != "open_failed":
                 session.finish(diag.reason, diag.detail)
                 return False
