@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from vidpipe import redact
-from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
+from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, load_config
 from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub, Mailbox
@@ -145,7 +145,6 @@ class Daemon:
         self.engine = self._new_engine(cfg, loaded, rules)
         self.health.attach(self._progress)
         self.engine.start(self.hub)
-        configure_ffmpeg_env(cfg.capture.analyze_duration_ms)
         for name in active_cameras(cfg, self.shard):
             self._start_camera(name)
         log.info(
