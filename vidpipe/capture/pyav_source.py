@@ -27,6 +27,7 @@ from typing import Any
 import av
 import av.error
 import numpy as np
+from av.bitstream import BitStreamFilterContext
 from av.codec.hwaccel import HWAccel
 
 from vidpipe.capture import ffmpeg_log
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 _MAX_PLAUSIBLE_FPS = 1000.0  # above this a reported rate is a time base, not a frame rate
 _AUTO_DEVICES = ("cuda", "vaapi", "qsv")
+_ANNEXB_FILTERS = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
 
 
 def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str, str]:
@@ -155,6 +157,7 @@ class PyAVSource:
         self._pending: deque[Any] = deque()
         self._info = SourceInfo(0, 0, None)
         self._eof = False
+        self._bsf: Any = None
 
     @property
     def info(self) -> SourceInfo:
@@ -188,6 +191,9 @@ class PyAVSource:
             self.close()
             raise SourceError("no_frames", "the source has no decodable video (width 0)")
         self._info = SourceInfo(ctx.width, ctx.height, _fps(self._stream), _params(self._stream))
+        extradata = bytes(ctx.extradata or b"")
+        if ctx.name in _ANNEXB_FILTERS and extradata[:1] == b"\x01":  # avcC / hvcC form
+            self._bsf = BitStreamFilterContext(_ANNEXB_FILTERS[ctx.name], self._stream)
         return self._info
 
     def read(self) -> np.ndarray | None:
@@ -218,13 +224,29 @@ class PyAVSource:
         if packet is None:
             self._eof = True
             return
-        listener = self.packet_listener
-        if listener is not None and packet.size:
-            listener(_tap_packet(packet))
         try:
             self._pending.extend(self._stream.codec_context.decode(packet))
         except av.error.FFmpegError:
             self.decode_errors += 1  # a corrupt packet: FFmpeg conceals what it can
+        listener = self.packet_listener
+        if listener is not None and packet.size:
+            self._tap(listener, packet)
+
+    def _tap(self, listener: PacketListener, packet: Any) -> None:
+        """Hand ``packet`` to the listener in Annex-B form (after decoding: the filter eats it).
+
+        MP4 files carry H.264/HEVC length-prefixed, with the parameter sets out of band; a
+        muxer given such packets without those headers writes an unplayable file. The
+        ``*_mp4toannexb`` filter puts them in band before every keyframe, as RTSP cameras
+        send them, so every tapped stream is remuxable from any keyframe on.
+        """
+        if self._bsf is None:
+            return listener(_tap_packet(packet))
+        time_base = packet.time_base  # the filter takes the packet over, time base and all
+        for out in self._bsf.filter(packet):
+            out.time_base = time_base
+            listener(_tap_packet(out))
+        return None
 
     def close(self) -> None:
         container, self._container = self._container, None
@@ -243,9 +265,10 @@ def _fps(stream: Any) -> float | None:
 def _params(stream: Any) -> StreamParams:
     ctx = stream.codec_context
     rate = stream.average_rate or stream.guessed_rate
+    extradata = bytes(ctx.extradata or b"")
     return StreamParams(
         codec=ctx.name,
-        extradata=bytes(ctx.extradata or b""),
+        extradata=b"" if extradata[:1] == b"\x01" else extradata,  # tapped as Annex-B
         width=ctx.width,
         height=ctx.height,
         pix_fmt=ctx.pix_fmt,

@@ -56,8 +56,9 @@ class StreamParams:
 
     Attributes:
         codec: FFmpeg codec name (``h264``, ``hevc``).
-        extradata: the codec's out-of-band headers (SPS/PPS in avcC form for MP4 input,
-            empty when they travel in-band, as over RTSP).
+        extradata: the codec's Annex-B parameter sets when the source had them out of band
+            (RTSP's SDP), else empty. H.264/HEVC packets are tapped in Annex-B form with
+            the parameter sets in band before keyframes (files are converted).
         width, height: coded picture size.
         pix_fmt: decoded pixel format name, or None.
         time_base: the unit of every packet's ``pts``/``dts``.
