@@ -104,6 +104,9 @@ class FFmpegLogBridge(logging.Handler):
             text = redact_text(record.getMessage().strip())
         except Exception:  # a message that does not format must never break a reader
             return
+        # Redact in place too: a handler attached to ``libav`` after this one (pytest's log
+        # capture attaches to every non-propagating logger) sees the masked text only.
+        record.msg, record.args = text, None
         component = record.name.removeprefix("libav.")
         if record.levelno >= logging.ERROR:
             _local.last_error = text

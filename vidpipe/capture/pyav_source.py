@@ -67,34 +67,45 @@ def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str
 # -- hardware decode -------------------------------------------------------------------------
 
 _hw_lock = threading.Lock()
-_hw_checked: dict[str, bool] = {}  # device type -> a device of that type could be created
+_hw_devices: dict[str, bool] = {}  # device type -> a device of that type could be created
+_hw_choice: dict[str, str | None] = {}  # capture.hwaccel setting -> device type used (or None)
 
 
 def _device_exists(kind: str) -> bool:
-    """Whether an FFmpeg ``kind`` device can be created here (checked once per process)."""
-    with _hw_lock:
-        if kind not in _hw_checked:
-            try:
-                HWAccel(kind).create(av.Codec("h264", "r"))
-                _hw_checked[kind] = True
-            except Exception as exc:  # no driver, no device node, not built in
-                _hw_checked[kind] = False
-                log.warning(
-                    "capture.hwaccel %s: no usable device (%s); decoding in software",
-                    kind,
-                    type(exc).__name__,
-                )
-        return _hw_checked[kind]
+    """Whether an FFmpeg ``kind`` device can be created here (tried once per process)."""
+    if kind not in _hw_devices:
+        try:
+            HWAccel(kind).create(av.Codec("h264", "r"))
+            _hw_devices[kind] = True
+        except Exception:  # no driver, no device node, or not built into this FFmpeg
+            _hw_devices[kind] = False
+    return _hw_devices[kind]
 
 
 def hwaccel_for(setting: str) -> HWAccel | None:
-    """The ``HWAccel`` for ``capture.hwaccel``, or None for software decoding."""
+    """The ``HWAccel`` for ``capture.hwaccel``, or None for software decoding.
+
+    The choice is made once per process; when no device fits, one log line says so. With a
+    device, a stream its decoder cannot handle still decodes in software
+    (``allow_software_fallback``).
+    """
     if setting == "none":
         return None
-    for kind in _AUTO_DEVICES if setting == "auto" else (setting,):
-        if _device_exists(kind):
-            return HWAccel(kind, allow_software_fallback=True)
-    return None
+    with _hw_lock:
+        if setting not in _hw_choice:
+            kinds = _AUTO_DEVICES if setting == "auto" else (setting,)
+            found = next((k for k in kinds if _device_exists(k)), None)
+            _hw_choice[setting] = found
+            if found is None:
+                log.warning(
+                    "capture.hwaccel %s: no %s device here; decoding in software",
+                    setting,
+                    " or ".join(kinds),
+                )
+            else:
+                log.info("capture.hwaccel %s: decoding on %s", setting, found)
+        kind = _hw_choice[setting]
+    return None if kind is None else HWAccel(kind, allow_software_fallback=True)
 
 
 # -- errors ----------------------------------------------------------------------------------
