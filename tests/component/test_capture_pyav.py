@@ -52,7 +52,10 @@ def test_hwaccel_none_decodes_in_software_without_trying_a_device(
 ) -> None:
     caplog.set_level(logging.INFO, logger="vidpipe.capture")
     worker, states = rig.worker(
-        "sw", str(videos / f"{CAR}.mp4"), "block", capture=FAST.model_copy(update={"hwaccel": "none"})
+        "sw",
+        str(videos / f"{CAR}.mp4"),
+        "block",
+        capture=FAST.model_copy(update={"hwaccel": "none"}),
     )
     worker.start()
     states.wait_for(S.STOPPED, 20)
@@ -76,8 +79,7 @@ def test_hwaccel_without_a_device_falls_back_to_software_with_one_log_line(
     caplog.set_level(logging.INFO, logger="vidpipe.capture")
     capture = FAST.model_copy(update={"hwaccel": setting})
     workers = [
-        rig.worker(f"hw{i}", str(videos / f"{CAR}.mp4"), "block", capture=capture)
-        for i in range(3)
+        rig.worker(f"hw{i}", str(videos / f"{CAR}.mp4"), "block", capture=capture) for i in range(3)
     ]
     for w, _ in workers:
         w.start()
@@ -126,7 +128,9 @@ def test_ffmpeg_log_bridge_limits_each_camera_and_counts_what_it_held_back(
     def emit(camera: str, n: int) -> None:
         with ffmpeg_log.attributed_to(camera):
             for i in range(n):
-                rec = logging.LogRecord("libav.h264", logging.ERROR, "", 0, f"bad MB {i}", None, None)
+                rec = logging.LogRecord(
+                    "libav.h264", logging.ERROR, "", 0, f"bad MB {i}", None, None
+                )
                 bridge.emit(rec)
 
     emit("a", 50)  # a corrupt stream: one line per broken macroblock row

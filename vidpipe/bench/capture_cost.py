@@ -29,6 +29,7 @@ from typing import Any
 import av
 import cv2
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -77,12 +78,21 @@ def _pyav_source_frames(path: str) -> Any:
     src.close()
 
 
-def _pyav_raw_frames(path: str) -> Any:
-    """Decoded (not yet converted) frames, for libav's scaler to convert and scale at once."""
+def _pyav_letterbox_frames(path: str, size: tuple[int, int]) -> Any:
+    """Frames converted and scaled to ``size`` by libav's scaler in one step (one thread)."""
+    reformatter = VideoReformatter()
     with av.open(path) as container:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = 1
-        yield from container.decode(stream)
+        for frame in container.decode(stream):
+            yield reformatter.reformat(
+                frame,
+                width=size[0],
+                height=size[1],
+                format="bgr24",
+                interpolation="BILINEAR",
+                threads=1,
+            ).to_ndarray()
 
 
 def decode_variants(path: str, size: tuple[int, int]) -> dict[str, Callable[[], np.ndarray]]:
@@ -92,16 +102,14 @@ def decode_variants(path: str, size: tuple[int, int]) -> dict[str, Callable[[], 
     cv_r = _Looping(lambda: _opencv_frames(path))
     pa = _Looping(lambda: _pyav_source_frames(path))
     pa_r = _Looping(lambda: _pyav_source_frames(path))
-    raw = _Looping(lambda: _pyav_raw_frames(path))
+    sws = _Looping(lambda: _pyav_letterbox_frames(path, size))
     linear = cv2.INTER_LINEAR
     return {
         "opencv_bgr": cv.next,
         "pyav_bgr": pa.next,
         "opencv_bgr+cv2_resize": lambda: cv2.resize(cv_r.next(), (lw, lh), interpolation=linear),
         "pyav_bgr+cv2_resize": lambda: cv2.resize(pa_r.next(), (lw, lh), interpolation=linear),
-        "pyav_sws_letterbox": lambda: raw.next().to_ndarray(
-            width=lw, height=lh, format="bgr24", interpolation="BILINEAR"
-        ),
+        "pyav_sws_letterbox": sws.next,
     }
 
 

@@ -46,7 +46,7 @@ def last_error() -> str:
 
 @contextmanager
 def opening() -> Iterator[None]:
-    """Inside the block, FFmpeg's lines on this thread are kept as ``last_error``, logged at DEBUG."""
+    """Inside the block FFmpeg's lines on this thread are kept (``last_error``), logged at DEBUG."""
     _local.last_error = ""
     _local.opening = True
     try:
