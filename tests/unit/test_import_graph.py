@@ -25,7 +25,7 @@ STAGES = (
     "vidpipe.sinks",
     "vidpipe.web",
     "vidpipe.scheduler",
-    "vidpipe.engine",
+    "vidpipe.scheduler",
     "vidpipe.daemon",
     "vidpipe.assemble",
     "vidpipe.model",
