@@ -191,10 +191,10 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from vidpipe.engine import CameraRules, Engine
     from vidpipe.metrics import Metrics
     from vidpipe.model import open_model
     from vidpipe.postprocess.decode import DecodeParams
+    from vidpipe.scheduler import CameraRules, Scheduler
     from vidpipe.types import Frame, FrameResult
 
     cfg = _detect_config(args)
@@ -202,7 +202,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     loaded = open_model(cfg.model, cfg.inference)
     spec = loaded.backend.input_spec
     results: list[FrameResult] = []
-    engine = Engine(
+    engine = Scheduler(
         loaded.backend,
         loaded.decoder,
         loaded.labels,
