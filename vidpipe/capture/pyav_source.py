@@ -31,7 +31,9 @@ from av.bitstream import BitStreamFilterContext
 from av.codec.hwaccel import HWAccel
 from av.video.reformatter import VideoReformatter
 
-from vidpipe.capture import ffmpeg_log
+from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
+from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
+from vidpipe.capture.ffmpeg_log import opening
 from vidpipe.capture.source import (
     PacketListener,
     ReadTimeout,
@@ -177,10 +179,10 @@ class PyAVSource:
         return self._info
 
     def open(self) -> SourceInfo:
-        ffmpeg_log.install()
+        install_ffmpeg_log()
         timeouts = (self.defaults.open_timeout_ms / 1000.0, self.defaults.read_timeout_ms / 1000.0)
         try:
-            with ffmpeg_log.opening():
+            with opening():
                 self._container = av.open(
                     source_for(self.camera.url),
                     options=container_options(self.camera, self.defaults),
@@ -188,7 +190,7 @@ class PyAVSource:
                     hwaccel=hwaccel_for(self.defaults.hwaccel),
                 )
         except (av.error.FFmpegError, OSError) as exc:
-            said = ffmpeg_log.last_error()
+            said = ffmpeg_last_error()
             has_user = urllib.parse.urlsplit(self.camera.url).username is not None
             raise classify(exc, self.camera.is_stream, said, has_user=has_user) from None
         video = self._container.streams.video
@@ -237,7 +239,7 @@ class PyAVSource:
             if not self.camera.is_stream:
                 self._eof = True  # damaged file: what decoded so far is what there is
                 return
-            said = ffmpeg_log.last_error() or getattr(exc, "strerror", "") or type(exc).__name__
+            said = ffmpeg_last_error() or getattr(exc, "strerror", "") or type(exc).__name__
             raise SourceError("read_failed", f"demux failed: {said}") from None
         if packet is None:
             self._eof = True

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.capture import ffmpeg_log
 from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
     PacketTap,
@@ -382,7 +382,7 @@ class CaptureWorker:
     def _read(self, session: _Session) -> None:
         """Reader thread body: open, read until the session ends, always close."""
         try:
-            with ffmpeg_log.attributed_to(self.name):
+            with attributed_to(self.name):
                 if self._open(session):
                     self._read_frames(session)
         except Exception as exc:
