@@ -40,9 +40,9 @@ from vidpipe.capture.source import (
     Source,
     SourceError,
     SourceInfo,
-    TapPacket,
     make_source,
 )
+from vidpipe.capture.tap import TapFeed
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
@@ -244,8 +244,11 @@ class CaptureWorker:
         if session is not None and session.source is not None:
             session.source.packet_listener = self._tap_feed(tap, session.source)
 
-    def _tap_feed(self, tap: PacketTap | None, source: Source) -> _TapFeed | None:
-        return None if tap is None else _TapFeed(self, tap, source)
+    def _tap_feed(self, tap: PacketTap | None, source: Source) -> TapFeed | None:
+        return None if tap is None else TapFeed(self.name, tap, source, self._tap_failed)
+
+    def _tap_failed(self) -> None:
+        self._tap_errors += 1
 
     def stats(self) -> dict[str, Any]:
         """A snapshot for status pages and logs (credentials redacted)."""
@@ -512,30 +515,3 @@ class CaptureWorker:
             # Time spent waiting for the consumer (block policy) never counts as a stall.
             session.last_progress_s += self._clock() - now
             session.in_put = False
-
-
-class _TapFeed:
-    """Hands one source's packets to a tap on the reader thread; a failing tap is logged once."""
-
-    def __init__(self, worker: CaptureWorker, tap: PacketTap, source: Source) -> None:
-        self._worker = worker
-        self._tap = tap
-        self._source = source
-        self._announced = False
-        self._failed = False
-
-    def __call__(self, packet: TapPacket) -> None:
-        name = self._worker.name
-        try:
-            if not self._announced:
-                params = self._source.info.stream
-                if params is None:
-                    return  # a source without stream parameters cannot be remuxed
-                self._tap.on_stream(name, params)
-                self._announced = True
-            self._tap.on_packet(name, packet)
-        except Exception:
-            self._worker._tap_errors += 1
-            if not self._failed:
-                self._failed = True
-                log.exception("camera %s: packet tap failed (logged once per stream)", name)
