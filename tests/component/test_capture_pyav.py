@@ -7,6 +7,7 @@ that test instead of testing something else.
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from pathlib import Path
@@ -164,3 +165,37 @@ def test_failed_opens_log_ffmpeg_only_at_debug(
     assert ffmpeg and all(r.levelno == logging.DEBUG for r in ffmpeg)
     assert any("moov atom not found" in r.getMessage() for r in ffmpeg)
     assert all(r.getMessage().startswith("camera void: ") for r in ffmpeg)
+
+
+def _av_error(cls: type[Exception], code: int) -> Exception:
+    # FFmpeg's exceptions name the URL, credentials included: the reason must never show it
+    return cls(code, "failed", "rtsp://admin:leaky-pw@10.1.2.3/x")
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize(
+    ("exc", "said", "reason"),
+    [
+        (_av_error(av.error.HTTPUnauthorizedError, -825242872), "", "unauthorized"),
+        (_av_error(av.error.HTTPForbiddenError, -858797304), "", "unauthorized"),
+        (_av_error(av.error.HTTPNotFoundError, -875574520), "", "not_found"),
+        (_av_error(av.error.HTTPOtherClientError, -1482175736), "", "rtsp_error"),
+        (_av_error(av.error.HTTPServerError, -1482175992), "", "rtsp_error"),
+        (_av_error(av.error.ConnectionRefusedError, errno.ECONNREFUSED), "", "connection_refused"),
+        (_av_error(av.error.TimeoutError, errno.ETIMEDOUT), "", "unreachable"),
+        (_av_error(av.error.OSError, errno.ENETUNREACH), "", "unreachable"),
+        (_av_error(av.error.ExitError, -1414092869), "", "unreachable"),
+        (
+            _av_error(av.error.OSError, errno.EIO),
+            "Failed to resolve hostname cam.invalid: Name or service not known",
+            "host_not_found",
+        ),
+        (_av_error(av.error.InvalidDataError, -1094995529), "", "open_failed"),
+    ],
+)
+def test_every_ffmpeg_failure_maps_to_a_reason_without_the_url(
+    exc: Exception, said: str, reason: str
+) -> None:
+    got = pyav_source.classify(exc, True, said, has_user=True)
+    assert got.reason == reason, got
+    assert "leaky-pw" not in got.detail and "10.1.2.3" not in got.detail
