@@ -9,7 +9,7 @@
 #   (check them with tests/golden.py's rule at any margins).
 # Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all] [CAMERAS]
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
-#   PYTEST_ARGS (extra pytest arguments, e.g. "-k nvdec"), VIDPIPE_GPU_CLIP (1080p clip).
+#   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip).
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
 # failed; 3 an import failed.
 set -uo pipefail
@@ -62,7 +62,7 @@ fi
 
 if [[ $WHAT == tests || $WHAT == all ]]; then
   # shellcheck disable=SC2086
-  python3 -m pytest tests/gpu -v -s -p no:cacheprovider -o addopts="" ${PYTEST_ARGS:-} 2>&1 \
+  python3 -m pytest -v -s -p no:cacheprovider -o addopts="" ${PYTEST_ARGS:-tests/gpu} 2>&1 \
     | tee "$OUT/gpu-tests.log" || rc=1
 fi
 if [[ $WHAT == golden || $WHAT == all ]]; then
