@@ -1,5 +1,5 @@
 """NV12 -> letterboxed BGR on the GPU, against OpenCV's conversion and letterbox on the CPU,
-and golden detections through GPU preprocessing and GPU postprocessing."""
+and detections through GPU preprocessing and GPU postprocessing against the CPU path."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.golden import load_expected, match_golden
+from tests.golden import match_golden
 from tests.integration.test_cli import MARGINS
+from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.gpu import YoloxGpuPostprocess
+from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_into
 from vidpipe.preprocess.letterbox import letterbox
 
@@ -58,40 +60,47 @@ def test_shapes_are_checked_gpu() -> None:
         )
 
 
-def test_golden_through_gpu_pre_and_postprocess_gpu(model_path: Path, assets_dir: Path) -> None:
-    """The golden images as NV12 on the device -> GPU letterbox into a batch -> model -> GPU
-    NMS: the golden rule against expected.jsonl, as the CPU path is held to it."""
+def test_gpu_path_matches_cpu_path_on_nv12_images_gpu(model_path: Path, assets_dir: Path) -> None:
+    """The golden images as NV12 (what a decoder gives): GPU letterbox into a batch -> model
+    -> GPU NMS, against OpenCV's NV12 -> BGR -> CPU letterbox -> model -> CPU NMS on the same
+    NV12 pictures, by the golden rule (the CPU path as the golden side). The NV12 round trip
+    itself (4:2:0 chroma) moves scores by more than the rule allows against expected.jsonl,
+    so both sides start from the same NV12 picture."""
     from vidpipe.infer.torch_executor import TorchExecutor
 
     ex = TorchExecutor(model_path, 0, 16, "f32", cuda_graphs=False)
-    expected = load_expected(assets_dir / "images" / "expected.jsonl")
-    names = sorted(expected)[-16:]
-    batch = torch.empty((16, 416, 416, 3), dtype=torch.uint8, device="cuda")
-    lbs, sizes = [], []
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for i, name in enumerate(names):
-            image = even(cv2.imread(str(assets_dir / "images" / name)))
-            sizes.append(image.shape[:2])
-            nv12 = torch.from_numpy(bgr_to_nv12(image)).cuda(non_blocking=False)
-            lbs.append(nv12_letterbox_into(torch, nv12, batch[i]))
-        with torch.inference_mode():
-            out = ex.module(batch)
-        out = out[0] if isinstance(out, (tuple, list)) else out
-        post = YoloxGpuPostprocess(torch, batch.device, 416, 416, 80, 0.45)
-        got = post(out.float(), lbs, [0.30] * len(names))
+    names = sorted(p.name for p in (assets_dir / "images").glob("*.jpg"))[-16:]
+    pictures = [bgr_to_nv12(even(cv2.imread(str(assets_dir / "images" / n)))) for n in names]
+    gpu_in = torch.empty((16, 416, 416, 3), dtype=torch.uint8, device="cuda")
+    lbs = [
+        nv12_letterbox_into(torch, torch.from_numpy(nv12).cuda(), gpu_in[i])
+        for i, nv12 in enumerate(pictures)
+    ]
+    cpu_in = torch.from_numpy(np.stack([cpu_path(nv12, 416, 416) for nv12 in pictures])).cuda()
+    with torch.inference_mode():
+        out_gpu, out_cpu = (first(ex.module(x)) for x in (gpu_in, cpu_in))
+    got = YoloxGpuPostprocess(torch, gpu_in.device, 416, 416, 80, 0.45)(
+        out_gpu.float(), lbs, [0.30] * len(names)
+    )
+    host = out_cpu.float().cpu().numpy()
     problems: list[str] = []
     for i, name in enumerate(names):
-        record = {
-            "source": name,
-            "width": expected[name]["width"],
-            "height": expected[name]["height"],
-            "detections": [
-                {"class_id": int(c), "score": float(s), "box": [float(v) for v in b]}
-                for b, s, c in zip(got[i].xyxy, got[i].score, got[i].class_id, strict=True)
-            ],
-        }
-        problems += match_golden(expected[name], record, 0.30, **MARGINS["f32"])
+        ref = postprocess([host[i]], lbs[i], decode_yolox, DecodeParams(416, 416, 0.30), 0.45)
+        records = [
+            {
+                "source": name,
+                "detections": [
+                    {"class_id": int(c), "score": float(s), "box": [float(v) for v in b]}
+                    for b, s, c in zip(d.xyxy, d.score, d.class_id, strict=True)
+                ],
+            }
+            for d in (ref, got[i])
+        ]
+        problems += match_golden(records[0], records[1], 0.30, **MARGINS["f32"])
     ex.close()
     assert not problems, "\n".join(problems)
     assert sum(len(d) for d in got) > len(names)
+
+
+def first(out: object) -> torch.Tensor:
+    return out[0] if isinstance(out, (tuple, list)) else out

@@ -291,8 +291,9 @@ def run_point(
     cpu1, w1 = os.times(), time.perf_counter()
     time.sleep(1.0)  # frames captured in the window may still complete
     pipe.close()
+    deadline = time.perf_counter() + 5.0
     for t in threads:
-        t.join(2.0)
+        t.join(max(0.0, deadline - time.perf_counter()))
     lat = np.array([s for c, s in pipe.done if c >= 0]) * 1000.0
     per_cam = np.bincount([c for c, _ in pipe.done if c >= 0], minlength=cameras)
     expected = args.window * FPS
@@ -315,6 +316,38 @@ def run_point(
     }
 
 
+def decode_only(clip: Path, decoder: str, threads: int, seconds: float) -> dict[str, Any]:
+    """Unpaced decode on ``threads`` threads of this process: aggregate fps and host cores.
+    Tells whether decoding scales over threads (the decoder releases the GIL) or not."""
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def work(i: int) -> None:
+        read, _ = (_nvdec_camera if decoder == "nvdec" else _cpu_camera)(clip)
+        read()
+        while not stop.is_set():
+            read()
+            counts[i] += 1
+
+    pool = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
+    for t in pool:
+        t.start()
+    time.sleep(2.0)  # opens and first frames
+    c0, n0, t0 = os.times(), sum(counts), time.perf_counter()
+    time.sleep(seconds)
+    c1, n1, t1 = os.times(), sum(counts), time.perf_counter()
+    stop.set()
+    for t in pool:
+        t.join(5.0)
+    cores = (c1.user - c0.user + c1.system - c0.system) / (t1 - t0)
+    return {
+        "decode_only": decoder,
+        "threads": threads,
+        "fps": round((n1 - n0) / (t1 - t0), 1),
+        "host_cores": round(cores, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m vidpipe.bench.gpu_pipeline", description=__doc__)
     p.add_argument("--model", type=Path, required=True)
@@ -328,9 +361,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--window", type=float, default=8.0)
     p.add_argument("--stop-after-fail", type=int, default=2, help="failed points before stopping")
+    p.add_argument("--decode-only", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
     import torch
+
+    decode_points = []
+    for n in args.decode_only:
+        for decoder in ("nvdec", "cpu"):
+            decode_points.append(decode_only(args.clip, decoder, n, 5.0))
+            print(json.dumps(decode_points[-1]), flush=True)
+    if not (args.nvdec or args.cpu):
+        args.json.write_text(json.dumps({"decode_only": decode_points}, indent=1))
+        return 0
 
     from vidpipe.infer.torch_executor import TorchExecutor
     from vidpipe.postprocess.gpu import YoloxGpuPostprocess
@@ -359,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         "streams": args.streams,
         "largest_holding": best,
         "points": points,
+        "decode_only": decode_points,
     }
     args.json.write_text(json.dumps(summary, indent=1))
     print(
