@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 FPS = 25.0
+OWN_DECODER_STREAM = [False]  # --decoder-stream: each NVDEC decoder on its camera's stream
 
 
 @dataclass(eq=False)
@@ -78,6 +79,7 @@ class _Pipeline:
         self.done: list[tuple[int, float]] = []  # (camera, latency s)
         self.batches = 0
         self.frames = 0
+        self.t_wait = self.t_post = 0.0
         self.stop = False
         self._queue: list[_Slot] = []
         self._threads = [threading.Thread(target=self._complete, daemon=True) for _ in self.slots]
@@ -140,11 +142,15 @@ class _Pipeline:
                 if self.stop:
                     return
                 slot = self._queue.pop(0)
+            t = time.perf_counter()
             slot.event.synchronize()
+            t_ready = time.perf_counter()
             with torch.cuda.stream(slot.stream):
                 n = len(slot.entries)
                 dets = self.post(slot.output, [lb for _, _, lb in slot.entries], [0.3] * n)
             now = time.perf_counter()
+            self.t_wait += t_ready - t
+            self.t_post += now - t_ready
             with self.lock:
                 self.done.extend((cam, now - t) for cam, t, _ in slot.entries)
                 slot.entries.clear()
@@ -182,7 +188,7 @@ def _nvdec_camera(clip: Path) -> tuple[Any, Any]:
     return read, fill
 
 
-def _cpu_camera(clip: Path) -> tuple[Any, Any]:
+def _cpu_camera(clip: Path, stream: Any = None) -> tuple[Any, Any]:
     import cv2
     import torch
 
@@ -223,8 +229,8 @@ def _camera(
 ) -> None:
     import torch
 
-    read, fill = make(clip)
     stream = torch.cuda.Stream()
+    read, fill = make(clip, stream)
     pending: Any = None
     period = 1.0 / FPS
     t0 = time.perf_counter()
@@ -232,7 +238,9 @@ def _camera(
     while not pipe.stop:
         due = t0 + k * period
         if pending is not None:
+            t = time.perf_counter()
             pending.synchronize()  # the decoder may reuse the surface the last fill read
+            stats[cam]["sync_s"] += time.perf_counter() - t
             pending = None
         now = time.perf_counter()
         if now < due:
@@ -244,12 +252,15 @@ def _camera(
             k += 1
             stats[cam]["skipped"] += 1
             continue
+        t = time.perf_counter()
         frame = read()
         t_cap = time.perf_counter()
         k += 1
         in_window = until[0] <= t_cap < until[1]
         stats[cam]["produced"] += in_window
+        stats[cam]["read_s"] += t_cap - t
         pending = pipe.add(cam if in_window else -1, t_cap, fill(frame), stream)
+        stats[cam]["add_s"] += time.perf_counter() - t_cap
 
 
 def _nvml() -> Any:
@@ -269,7 +280,10 @@ def run_point(
     make = _nvdec_camera if decoder == "nvdec" else _cpu_camera
     start = time.perf_counter() + args.warmup
     until = [start, start + args.window]
-    stats = [{"produced": 0, "skipped": 0} for _ in range(cameras)]
+    stats = [
+        {"produced": 0, "skipped": 0, "read_s": 0.0, "add_s": 0.0, "sync_s": 0.0}
+        for _ in range(cameras)
+    ]
     threads = [
         threading.Thread(
             target=_camera_safe, args=(pipe, i, make, args.clip, until, stats), daemon=True
@@ -312,6 +326,16 @@ def run_point(
         "nvdec_util_pct": round(float(np.mean(dec_util)), 1) if dec_util else None,
         "mean_batch": round(pipe.frames / max(pipe.batches, 1), 1),
         "frames_skipped_late": int(sum(st["skipped"] for st in stats)),
+        # Where the camera threads spend their time, share of wall time summed over cameras
+        # (the whole run, warm-up included), and per batch on the completion threads.
+        **{
+            f"camera_{key}_share": round(
+                sum(st[f"{key}_s"] for st in stats) / (w1 - start + args.warmup) / cameras, 3
+            )
+            for key in ("read", "add", "sync")
+        },
+        "batch_wait_ms": round(1000 * pipe.t_wait / max(pipe.batches, 1), 2),
+        "batch_post_ms": round(1000 * pipe.t_post / max(pipe.batches, 1), 2),
         "holds": share >= 0.99 and p95 <= 200.0,
     }
 
@@ -362,8 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=float, default=8.0)
     p.add_argument("--stop-after-fail", type=int, default=2, help="failed points before stopping")
     p.add_argument("--decode-only", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
+    p.add_argument("--decoder-stream", action="store_true", help="NVDEC on the camera's stream")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
+    OWN_DECODER_STREAM[0] = args.decoder_stream
     import torch
 
     decode_points = []
@@ -397,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in ("nvdec", "cpu")
     }
     summary = {
+        "decoder_stream": args.decoder_stream,
         "precision": args.precision,
         "max_batch": args.max_batch,
         "streams": args.streams,

@@ -81,6 +81,10 @@ class NvdecReader:
         codec: the PyNvVideoCodec module (None: import it).
         to_tensor: turns a decoded frame into a tensor (default ``torch.from_dlpack``).
         max_consecutive_errors: rejected packets in a row that end the connection.
+        cuda_context: with ``cuda_stream``, the CUDA context (handle) the decoder works in.
+        cuda_stream: the decoder's CUDA stream (handle). Without it, PyNvVideoCodec uses the
+            legacy default stream, which waits for, and holds up, the work of every blocking
+            stream of the context.
     """
 
     def __init__(
@@ -90,12 +94,19 @@ class NvdecReader:
         codec: Any = None,
         to_tensor: Callable[[Any], Any] = _torch_from_dlpack,
         max_consecutive_errors: int = 25,
+        cuda_context: int | None = None,
+        cuda_stream: int | None = None,
     ) -> None:
         self.url = url
         self.gpu = gpu
         self._codec = codec
         self._to_tensor = to_tensor
         self._max_errors = max_consecutive_errors
+        self._cuda = (
+            {"cudacontext": cuda_context, "cudastream": cuda_stream}
+            if cuda_stream is not None
+            else {}
+        )
         self._demuxer: Any = None
         self._decoder: Any = None
         self._packets: Iterator[Any] | None = None
@@ -117,7 +128,7 @@ class NvdecReader:
         try:
             demuxer = codec.CreateDemuxer(filename=path)
             decoder = codec.CreateDecoder(
-                gpuid=self.gpu, codec=demuxer.GetNvCodecId(), usedevicememory=True
+                gpuid=self.gpu, codec=demuxer.GetNvCodecId(), usedevicememory=True, **self._cuda
             )
         except Exception as exc:
             raise NvdecError(

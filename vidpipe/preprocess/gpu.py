@@ -7,11 +7,12 @@ becomes that ``(h, w, 3)`` uint8 tensor, written into a caller-given device view
 the open batch's device input), on the caller's current CUDA stream. No pixel crosses to the
 host.
 
-Order of work: the planes are resized first (bilinear, half-pixel centres, no antialias: the
-sampling of OpenCV's ``INTER_LINEAR``), then converted to BGR at the small size. The colour
-conversion is affine and bilinear weights sum to one, so resize-then-convert equals
-convert-then-resize up to rounding and clipping, at a fraction of the work (416x234 pixels
-converted instead of 1920x1080).
+Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): convert
+at full size, each 2x2 block sharing its chroma sample, round to 0-255, then resize bilinearly
+(half-pixel centres, no antialias: OpenCV's sampling). Converting after a resize of the planes
+would be about 20 times less arithmetic, but its chroma differs from the CPU path's enough to
+move scores near the threshold by more than the golden rule allows (seen on the H200 with
+``tests/gpu/test_gpu_preprocess_gpu.py``); correct first.
 
 Colour: BT.601 limited range, the matrix FFmpeg's swscale and OpenCV's ``cvtColor`` use for a
 stream that does not say otherwise (the CPU capture path decodes through them).
@@ -66,26 +67,28 @@ def nv12_letterbox_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
     return Letterbox(scale=scale, src_w=int(src_w), src_h=int(src_h))
 
 
-def _resize(torch: Any, planes: Any, new_h: int, new_w: int) -> Any:
-    """``(C, h, w)`` float planes to ``(C, new_h, new_w)``, OpenCV INTER_LINEAR sampling."""
-    if planes.shape[1:] == (new_h, new_w):
-        return planes
-    return torch.nn.functional.interpolate(
-        planes[None], size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=False
-    )[0]
-
-
 def _nv12_to_bgr(torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
-    """``(new_h, new_w, 3)`` uint8 BGR from an NV12 frame, resized plane by plane."""
-    y = nv12[:src_h].to(torch.float32)[None]
-    uv = nv12[src_h:].reshape(src_h // 2, src_w // 2, 2).permute(2, 0, 1).to(torch.float32)
-    y = _resize(torch, y, new_h, new_w)[0]
-    uv = _resize(torch, uv, new_h, new_w)
-    y = (y - 16.0) * _Y_GAIN
-    u, v = uv[0] - 128.0, uv[1] - 128.0
-    chans = [y + cu * u + cv * v for cu, cv in _BGR_FROM_UV]
-    bgr = torch.stack(chans, dim=2)
-    return bgr.round_().clamp_(0.0, 255.0).to(torch.uint8)
+    """``(new_h, new_w, 3)`` uint8 BGR from an NV12 frame: convert, then resize."""
+    y = (nv12[:src_h].to(torch.float32) - 16.0) * _Y_GAIN
+    uv = nv12[src_h:].reshape(src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
+    # Each 2x2 block shares its U, V sample (nearest), as OpenCV's NV12 conversion does.
+    uv = uv.repeat_interleave(2, dim=0).repeat_interleave(2, dim=1)
+    u, v = uv[..., 0], uv[..., 1]
+    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV])
+    planes = planes.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
+    if (new_h, new_w) != (src_h, src_w):
+        planes = (
+            torch.nn.functional.interpolate(
+                planes[None],
+                size=(new_h, new_w),
+                mode="bilinear",
+                align_corners=False,
+                antialias=False,
+            )[0]
+            .round_()
+            .clamp_(0.0, 255.0)
+        )
+    return planes.permute(1, 2, 0).to(torch.uint8)
 
 
 def bgr_to_nv12(image: Any) -> Any:
