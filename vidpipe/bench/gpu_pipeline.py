@@ -166,13 +166,19 @@ class _Pipeline:
             t.join(2.0)
 
 
-def _nvdec_camera(clip: Path) -> tuple[Any, Any]:
+def _nvdec_camera(clip: Path, stream: Any = None) -> tuple[Any, Any]:
     import torch
 
     from vidpipe.capture.nvdec import NvdecReader
     from vidpipe.preprocess.gpu import nv12_letterbox_into
 
-    reader = NvdecReader(str(clip), 0)
+    if stream is not None and OWN_DECODER_STREAM[0]:
+        from cuda.bindings import driver
+
+        _, ctx = driver.cuCtxGetCurrent()
+        reader = NvdecReader(str(clip), 0, cuda_context=int(ctx), cuda_stream=stream.cuda_stream)
+    else:
+        reader = NvdecReader(str(clip), 0)
     reader.open()
 
     def read() -> Any:
