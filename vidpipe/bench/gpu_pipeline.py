@@ -51,10 +51,7 @@ class _Slot:
     ctx: Any
     event: Any
     free: threading.Event = field(default_factory=threading.Event)
-    entries: list[tuple[int, int, float, Any]] = field(default_factory=list)  # by fill order
-    reserved: int = 0  # rows handed out
-    filling: int = 0  # rows handed out and not yet written
-    closed: bool = False  # no more rows: dispatch when the last one is written
+    entries: list[tuple[int, float, Any]] = field(default_factory=list)
 
 
 class _Pipeline:
@@ -101,11 +98,7 @@ class _Pipeline:
     def add(self, cam: int, t_capture: float, fill: Any, stream: Any) -> Any:
         """``fill(dst_row)`` writes the frame into a row of the open batch on the camera's
         ``stream``; the slot's stream waits for it. Returns the event the camera must see done
-        before it reads the next frame (the decoder reuses its surfaces).
-
-        The row is reserved under the lock and filled outside it: with the GPU work launched
-        under the lock, the cameras queued behind each other (measured: two thirds of their
-        time waiting in ``add`` at 32 cameras)."""
+        before it reads the next frame (the decoder reuses its surfaces)."""
         torch = self.torch
         done = torch.cuda.Event()
         with self.lock:
@@ -113,31 +106,19 @@ class _Pipeline:
                 self.open, self.t_open = self._take_slot(), time.perf_counter()
                 self.lock.notify_all()
             slot = self.open
-            row = slot.reserved
-            slot.reserved += 1
-            slot.filling += 1
-            if slot.reserved >= self.max_batch:
-                self._close_open()
-        with torch.cuda.stream(stream):
-            lb = fill(slot.input[row])
-            done.record(stream)
-        with self.lock:
+            row = len(slot.entries)
+            with torch.cuda.stream(stream):
+                lb = fill(slot.input[row])
+                done.record(stream)
             slot.stream.wait_event(done)
-            slot.entries.append((row, cam, t_capture, lb))
-            slot.filling -= 1
-            if slot.closed and slot.filling == 0:
-                self._dispatch(slot)
+            slot.entries.append((cam, t_capture, lb))
+            if len(slot.entries) >= self.max_batch:
+                self._dispatch()
         return done
 
-    def _close_open(self) -> None:
-        """No more rows for the open batch; dispatched once its last row is filled."""
+    def _dispatch(self) -> None:
         slot, self.open = self.open, None
         assert slot is not None
-        slot.closed = True
-        if slot.filling == 0:
-            self._dispatch(slot)
-
-    def _dispatch(self, slot: _Slot) -> None:
         slot.ctx.enqueue(len(slot.entries))
         slot.event.record(slot.stream)
         self.batches += 1
@@ -149,7 +130,7 @@ class _Pipeline:
         with self.lock:
             while not self.stop:
                 if self.open is not None and time.perf_counter() - self.t_open >= self.timeout_s:
-                    self._close_open()
+                    self._dispatch()
                 self.lock.wait(self.timeout_s / 4)
 
     def _complete(self) -> None:
@@ -166,16 +147,13 @@ class _Pipeline:
             t_ready = time.perf_counter()
             with torch.cuda.stream(slot.stream):
                 n = len(slot.entries)
-                slot.entries.sort(key=lambda e: e[0])  # rows are filled in any order
-                dets = self.post(slot.output, [e[3] for e in slot.entries], [0.3] * n)
+                dets = self.post(slot.output, [lb for _, _, lb in slot.entries], [0.3] * n)
             now = time.perf_counter()
             self.t_wait += t_ready - t
             self.t_post += now - t_ready
             with self.lock:
-                self.done.extend((cam, now - t) for _, cam, t, _ in slot.entries)
+                self.done.extend((cam, now - t) for cam, t, _ in slot.entries)
                 slot.entries.clear()
-                slot.reserved = slot.filling = 0
-                slot.closed = False
                 slot.free.set()
                 self.lock.notify_all()
             del dets
