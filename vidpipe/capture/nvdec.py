@@ -33,6 +33,9 @@ from vidpipe.redact import redact_text
 log = logging.getLogger(__name__)
 
 
+_END = object()  # no more packets (the demuxer's own last packet is an empty one)
+
+
 class NvdecError(Exception):
     """A connection cannot go on (open failed, the stream is broken); the message says why."""
 
@@ -155,8 +158,8 @@ class NvdecReader:
         while not self._ready:
             if self._ended:
                 return None
-            packet = next(self._packets, None)
-            if packet is None:
+            packet = next(self._packets, _END)
+            if packet is _END:
                 self._ended = True  # the demuxer's last packet already flushed the decoder
                 continue
             self._decode(packet)
