@@ -203,7 +203,7 @@ class TrackEvent:
         class_id: the track's class.
         label: the class name.
         point: the track's anchor point ``(x, y)`` in frame pixels.
-        direction: ``cross`` only: ``"in"`` or ``"out"`` (see ``vidpipe.events.geometry``).
+        direction: ``cross`` only: ``"in"`` or ``"out"`` (see ``vidpipe.track.geometry``).
         dwell_s: ``leave`` only: seconds between the enter and the leave frames' captures.
         reason: ``leave`` only: ``"exited"`` (left the polygon), ``"lost"`` (the track ended)
             or ``"reset"`` (the camera reconnected).
