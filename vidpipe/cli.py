@@ -198,6 +198,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from vidpipe.metrics import Metrics
     from vidpipe.model import open_model
     from vidpipe.postprocess.decode import DecodeParams
+    from vidpipe.sinks.record import detection_dicts
     from vidpipe.types import Frame, FrameResult
 
     cfg = _detect_config(args)
@@ -239,7 +240,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                             "frame": r.seq,
                             "width": r.width,
                             "height": r.height,
-                            "detections": r.detection_dicts(),
+                            "detections": detection_dicts(r),
                         }
                     )
                 )
