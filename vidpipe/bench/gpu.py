@@ -286,29 +286,9 @@ def _drops(registry: Any) -> dict[str, float]:
     return out
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="vidpipe bench-gpu", description=__doc__.split("\n")[0])
-    p.add_argument("--model", type=Path, required=True)
-    p.add_argument("--labels", type=Path, required=True)
-    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
-    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
-    p.add_argument("--device", type=int, default=0)
-    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64])
-    p.add_argument("--streams", type=_ints, default=[1, 2, 4])
-    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
-    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
-    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
-    p.add_argument("--cameras", type=_ints, default=[])
-    p.add_argument("--stream-batch", type=int, default=32)
-    p.add_argument("--warmup", type=float, default=6.0)
-    p.add_argument("--window", type=float, default=12.0)
-    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
-    p.add_argument("--json", type=Path, required=True)
-    args = p.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the measurements ``args`` ask for (``vidpipe bench-gpu``, see ``bench.cli``) and
+    write the JSON document."""
     doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     frames = _frames(args.images)
     if args.batches:
