@@ -79,3 +79,19 @@ def test_bench_gpu_is_an_argparse_command_like_the_others() -> None:
     with pytest.raises(SystemExit) as err:
         build_parser().parse_args(["bench-gpu", "--model", "m.onnx", "--batches", "8,x"])
     assert err.value.code == 2
+
+
+def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
+    """Every stream count of a batch size reuses one executor; a backend must not close it."""
+    import numpy as np
+
+    from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
+    from vidpipe.bench.gpu import stream_set_rate
+
+    rt = FakeGpuRuntime(0, 0.0)
+    ex = FakeExecutor(rt, 4)
+    frames = np.stack([tagged_frame(1, i) for i in range(4)])
+    for streams in (1, 2):
+        rate, stats = stream_set_rate([(rt, ex)], streams, 0.3, frames)
+        assert rate > 0 and stats["frames"] > 0
+        assert not ex.closed

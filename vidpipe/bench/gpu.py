@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from vidpipe.infer.gpu_base import BatchExecutor
+
 
 def _executor(args: argparse.Namespace, max_batch: int) -> Any:
     from vidpipe.infer.cuda_rt import CudaRuntime
@@ -79,13 +81,28 @@ def tight_loop(rt: Any, ex: Any, batch: int, seconds: float) -> float:
         rt.stream_destroy(stream)
 
 
+class _Lent:
+    """An executor lent to one ``StreamSetBackend``, which closes what it is given: building
+    an executor (a TensorRT engine, CUDA graphs) costs far more than a point, so every stream
+    count of one batch size reuses it, and the owner closes it at the end."""
+
+    def __init__(self, executor: BatchExecutor) -> None:
+        self.io = executor.io
+        self.max_batch = executor.max_batch
+        self.description = executor.description
+        self.create_context = executor.create_context
+
+    def close(self) -> None:
+        """The owner closes the executor, not the backend it was lent to."""
+
+
 def stream_set_rate(
     devices: list[tuple[Any, Any]], streams: int, seconds: float, frames: np.ndarray
 ) -> tuple[float, dict[str, float]]:
     """img/s through the backend from one synthetic camera thread (prepared frames)."""
     from vidpipe.infer.streamset import StreamSetBackend
 
-    backend = StreamSetBackend(devices, streams, 50.0, {}, close_executors=False)
+    backend = StreamSetBackend([(rt, _Lent(ex)) for rt, ex in devices], streams, 50.0, {})
     done = [0]
     lock = threading.Lock()
 
@@ -115,7 +132,7 @@ def stream_set_rate(
             n = done[0] - start
         return n / elapsed, backend.stats()
     finally:
-        backend.close()  # the executor stays open for the next point
+        backend.close()  # closes only the _Lent wrappers: the executors serve the next point
 
 
 def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[str, Any]]:

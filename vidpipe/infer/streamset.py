@@ -43,7 +43,6 @@ class StreamSetBackend:
         streams: slots per GPU.
         batch_timeout_ms: how long an open batch waits for more frames.
         description: the backend's description (the Engine exports it as a metric).
-        close_executors: close the executors in ``close`` (the benchmark reuses them).
     """
 
     def __init__(
@@ -52,7 +51,6 @@ class StreamSetBackend:
         streams: int,
         batch_timeout_ms: float,
         description: dict[str, str],
-        close_executors: bool = True,
     ) -> None:
         if not devices:
             raise BackendError("the GPU backend needs at least one device")
@@ -79,7 +77,7 @@ class StreamSetBackend:
             for ex in executors:
                 ex.close()
             raise
-        self._executors = executors if close_executors else []
+        self._executors = executors
         self.capacity = sum(2 * streams * s.max_batch for s in self.sets)
         self.description = {**description, "requests": str(self.capacity)}
         self._flusher = threading.Thread(
