@@ -2,7 +2,7 @@
 
 They live here, beside the code that uses them, and ``vidpipe.config`` imports them; this
 module must not import ``vidpipe.config`` (that would be circular). Class names are resolved
-against the model's labels when the daemon starts (``vidpipe.track.stage.build_trackers``),
+against the model's labels when the daemon starts (``vidpipe.track.stage.build_scenes``),
 because the labels are not known while the YAML is parsed.
 """
 
