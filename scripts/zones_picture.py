@@ -18,11 +18,11 @@ import yaml
 
 from vidpipe.assets import default_assets_dir
 from vidpipe.config import OpenVINOConfig, parse_config
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.metrics import Metrics
 from vidpipe.model import open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.track.stage import TrackingStage, build_scenes
 from vidpipe.types import Frame, FrameResult
 
@@ -59,7 +59,7 @@ def main(out: Path) -> None:
     loaded = open_model(cfg.model, OpenVINOConfig())
     results: list[FrameResult] = []
     spec = loaded.backend.input_spec
-    engine = Engine(
+    engine = Scheduler(
         loaded.backend,
         loaded.decoder,
         loaded.labels,

@@ -194,10 +194,10 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from vidpipe.engine import CameraRules, Engine
     from vidpipe.metrics import Metrics
     from vidpipe.model import open_model
     from vidpipe.postprocess.decode import DecodeParams
+    from vidpipe.scheduler import CameraRules, Scheduler
     from vidpipe.sinks.record import detection_dicts
     from vidpipe.types import Frame, FrameResult
 
@@ -206,7 +206,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     loaded = open_model(cfg.model, cfg.inference)
     spec = loaded.backend.input_spec
     results: list[FrameResult] = []
-    engine = Engine(
+    engine = Scheduler(
         loaded.backend,
         loaded.decoder,
         loaded.labels,

@@ -1,7 +1,7 @@
 """Wire the stages together and own the process lifecycle.
 
 This is the only module that knows the order of the stages:
-capture workers -> FrameHub -> Engine (preprocess, infer, postprocess) -> SinkPool.
+capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess) -> SinkPool.
 
 Shutdown runs in pipeline order, every step with a deadline: stop capture, let the engine
 finish every frame already submitted, flush the sinks, close the backend.
@@ -24,7 +24,6 @@ import numpy as np
 from vidpipe import redact
 from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
 from vidpipe.config import Config, ConfigError, load_config
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
@@ -40,6 +39,7 @@ from vidpipe.reload import (
     effective_config,
     with_http_port,
 )
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import MqttSink, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
@@ -68,7 +68,7 @@ class Daemon:
         self.stop_event = threading.Event()
         self.hub = FrameHub()
         self.workers: dict[str, CaptureWorker] = {}
-        self.engine: Engine | None = None
+        self.engine: Scheduler | None = None
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
         self.health = Health(stall_after_s=max(30.0, 4 * cfg.capture.stall_timeout_s))
@@ -162,12 +162,12 @@ class Daemon:
 
     def _new_engine(
         self, cfg: Config, loaded: LoadedModel, rules: dict[str, CameraRules]
-    ) -> Engine:
+    ) -> Scheduler:
         """An engine (not started) over ``loaded`` with every camera's rules."""
         assert self.sinks is not None and self.tracking is not None
         self._loaded = loaded
         spec = loaded.backend.input_spec
-        engine = Engine(
+        engine = Scheduler(
             loaded.backend,
             loaded.decoder,
             loaded.labels,

@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from vidpipe.config.base import ConfigError
+
 
 class Labels(tuple[str, ...]):
     """Class names indexed by class id; immutable (a tuple of the names).
@@ -58,10 +60,6 @@ class Labels(tuple[str, ...]):
                 ``cameras[0].classes[1] (driveway): unknown class 'persn' (did you mean
                 'person'?)`` or ``... class id 95 out of range 0..79``.
         """
-        # Imported here: vidpipe.types imports this module, and vidpipe.config imports stage
-        # modules that import vidpipe.types.
-        from vidpipe.config import ConfigError
-
         if items is None:
             return None
         ids: set[int] = set()

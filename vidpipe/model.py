@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, ModelConfig
-from vidpipe.engine import CameraRules
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.labels import Labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
+from vidpipe.scheduler import CameraRules
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The GPU stream set's own code with only the GPU faked (tests/fake_gpu.py).
 
-Batching, routing, fairness through the Engine, least-loaded multi-GPU, error paths and
+Batching, routing, fairness through the Scheduler, least-loaded multi-GPU, error paths and
 release of every resource. Nothing here needs CUDA; tests/gpu/ runs the same code on a GPU.
 """
 
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError, FatalDeviceError
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Detections, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -213,7 +213,7 @@ def test_close_releases_every_resource_and_refuses_work_fake_gpu() -> None:
         backend.submit(tagged_frame(5, 8), 0, None, done)
 
 
-# ------------------------------------------------------------------ through the Engine
+# ------------------------------------------------------------------ through the Scheduler
 
 
 def echo_decoder(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detections:
@@ -231,7 +231,7 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
         with lock:
             results.append(r)
 
-    engine = Engine(
+    engine = Scheduler(
         backend,
         echo_decoder,
         [str(i) for i in range(16)],
@@ -278,7 +278,7 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
 def test_engine_reports_a_fatal_device_once_fake_gpu() -> None:
     backend, rts, _ = make_backend(max_batch=1, timeout_ms=0)
     fatal: list[BaseException] = []
-    engine = Engine(
+    engine = Scheduler(
         backend,
         echo_decoder,
         ["0"],

@@ -19,8 +19,8 @@ from tests.integration.conftest import free_port, wait_for
 from tests.rtsp import RtspServer
 from vidpipe.config import Config
 from vidpipe.daemon import Daemon
-from vidpipe.engine import Engine
 from vidpipe.notify import Notifier, Reporter
+from vidpipe.scheduler import Scheduler
 from vidpipe.types import Completion
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -155,7 +155,7 @@ def test_notify_sequence_ready_watchdog_reload_stopping(
 
 
 @contextmanager
-def frozen_inference_pool(engine: Engine) -> Iterator[None]:
+def frozen_inference_pool(engine: Scheduler) -> Iterator[None]:
     """Test-only hook: every inference completion callback blocks until the block exits.
 
     This is what a hung device looks like from the pipeline: requests were submitted and

@@ -10,11 +10,11 @@ import cv2
 import numpy as np
 import pytest
 
+from vidpipe.config import LineConfig, ZoneConfig
 from vidpipe.labels import Labels
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks.jsonl import JsonlSink
 from vidpipe.sinks.record import detection_dicts, event_record
-from vidpipe.track.config import LineConfig, ZoneConfig
 from vidpipe.track.draw import draw_scene
 from vidpipe.track.geometry import resolve_scene
 from vidpipe.types import Detections, FrameResult, TrackEvent

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from vidpipe.config import OpenVINOConfig
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,10 +43,12 @@ def image(assets_dir: Path) -> np.ndarray:
     return img
 
 
-def make_engine(backend, assets_dir: Path, sink, max_age_s: float = 60.0) -> tuple[Engine, Metrics]:
+def make_engine(
+    backend, assets_dir: Path, sink, max_age_s: float = 60.0
+) -> tuple[Scheduler, Metrics]:
     metrics = Metrics()
     labels = load_labels(assets_dir / "models" / "coco80.txt")
-    engine = Engine(
+    engine = Scheduler(
         backend,
         DECODERS["yolox"],
         labels,

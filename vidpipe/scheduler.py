@@ -60,7 +60,7 @@ class _Ticket:
     t_submit: float
 
 
-class Engine:
+class Scheduler:
     """Preprocess, infer and postprocess frames from every camera."""
 
     def __init__(

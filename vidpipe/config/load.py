@@ -19,16 +19,15 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from vidpipe import redact
-from vidpipe.config import (
+from vidpipe.config.base import ConfigError
+from vidpipe.config.inference import GpuConfig, OpenVINOConfig
+from vidpipe.config.schema import (
     Config,
-    ConfigError,
     JsonlSinkConfig,
     MqttSinkConfig,
-    OpenVINOConfig,
     SnapshotSinkConfig,
     WebhookSinkConfig,
 )
-from vidpipe.infer.gpu import GpuConfig
 
 MAX_CONFIG_BYTES = 1 << 20
 """Larger files are refused: no real config comes close, and PyYAML is slow on huge input."""

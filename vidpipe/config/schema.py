@@ -1,8 +1,7 @@
-"""Configuration: pydantic models; ``load_config(path)`` (in ``config_load``) re-exported.
+"""The config schema: the whole ``Config`` and its sections (cameras, sinks, HTTP, ...).
 
-Every model forbids unknown keys. Errors name the YAML path and line. ``${VAR}`` is replaced
-from the environment and ``${file:NAME}`` from ``$CREDENTIALS_DIRECTORY`` (systemd
-``LoadCredential=``); both are read once, here, never per frame.
+The model, inference and scene (tracking, zones, lines) sections are in their own modules of
+this package; the loader that reads YAML into a ``Config`` is ``vidpipe.config.load``.
 """
 
 from __future__ import annotations
@@ -11,73 +10,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vidpipe import redact
-from vidpipe.infer.gpu import GpuConfig
-from vidpipe.track.config import LineConfig, TrackingConfig, ZoneConfig, check_scene
-
-
-class ConfigError(Exception):
-    """An invalid configuration. ``problems`` lists every error found, each with its path."""
-
-    def __init__(self, problems: list[str], source: str = "config") -> None:
-        self.problems = [redact.redact_text(p) for p in problems]
-        self.source = source
-        super().__init__(f"{source}: " + "; ".join(self.problems))
-
-    def __str__(self) -> str:
-        lines = [f"{self.source}: {len(self.problems)} problem(s)"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
-
-
-class _Model(BaseModel):
-    # inf/nan are never a sensible rate, timeout or threshold ("timeout_s: .inf" would hang)
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
+from vidpipe.config.base import ConfigModel
+from vidpipe.config.inference import InferenceConfig, ModelConfig, OpenVINOConfig
+from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
 
-class ModelConfig(_Model):
-    """The detection model."""
-
-    path: Path = Field(description="ONNX or OpenVINO IR file of the detector")
-    labels: Path | None = Field(None, description="class names, one per line, in class-id order")
-    type: Literal["yolox", "yolov8", "ssd"] = Field(
-        "yolox", description="output decoder: yolox, yolov8 (Ultralytics export) or ssd"
-    )
-    score_threshold: float = Field(0.3, ge=0, le=1, description="default minimum score")
-    iou_threshold: float = Field(0.45, gt=0, le=1, description="NMS IoU threshold")
-
-
-class OpenVINOConfig(_Model):
-    """OpenVINO inference backend (asynchronous request pool)."""
-
-    type: Literal["openvino"] = "openvino"
-    device: str = Field("CPU", description="OpenVINO device name: CPU, GPU, NPU, AUTO:...")
-    hint: Literal["throughput", "latency"] = Field("throughput", description="performance hint")
-    precision: Literal["auto", "f32", "bf16", "f16"] = Field(
-        "auto", description="inference precision; auto = the device's best (logged, exported)"
-    )
-    num_requests: int | None = Field(
-        None,
-        ge=1,
-        le=64,
-        description="request pool size; default 2 x OPTIMAL_NUMBER_OF_INFER_REQUESTS with the "
-        "throughput hint (twice the device's concurrency), 1 x with the latency hint",
-    )
-    num_streams: int | None = Field(None, ge=1, description="override NUM_STREAMS")
-    preprocess_in_graph: bool = Field(
-        True, description="u8 NHWC input; layout and u8->f32 conversion done by OpenVINO"
-    )
-
-
-InferenceConfig = Annotated[OpenVINOConfig | GpuConfig, Field(discriminator="type")]
-
-
-class SchedulerConfig(_Model):
+class SchedulerConfig(ConfigModel):
     """The shared preprocessing + submission stage."""
 
     max_frame_age_ms: float = Field(
@@ -85,7 +28,7 @@ class SchedulerConfig(_Model):
     )
 
 
-class CaptureConfig(_Model):
+class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
     open_timeout_ms: int = Field(5000, gt=0, description="OpenCV open timeout")
@@ -102,7 +45,7 @@ class CaptureConfig(_Model):
     )
 
 
-class CameraConfig(_Model):
+class CameraConfig(ConfigModel):
     """One camera."""
 
     name: str = Field(
@@ -168,7 +111,7 @@ class CameraConfig(_Model):
         return self.url.lower().startswith(("rtsp://", "rtsps://"))
 
 
-class JsonlSinkConfig(_Model):
+class JsonlSinkConfig(ConfigModel):
     """One JSON line per processed frame."""
 
     type: Literal["jsonl"] = "jsonl"
@@ -177,7 +120,7 @@ class JsonlSinkConfig(_Model):
     queue_size: int = Field(1024, ge=1, description="bounded queue; oldest dropped when full")
 
 
-class SnapshotSinkConfig(_Model):
+class SnapshotSinkConfig(ConfigModel):
     """Annotated JPEGs of frames with detections."""
 
     type: Literal["snapshot"] = "snapshot"
@@ -188,7 +131,7 @@ class SnapshotSinkConfig(_Model):
     queue_size: int = Field(8, ge=1, description="bounded queue; oldest dropped when full")
 
 
-class MqttTlsConfig(_Model):
+class MqttTlsConfig(ConfigModel):
     """TLS towards the MQTT broker."""
 
     ca_file: Path | None = Field(None, description="CA bundle; default: the system's")
@@ -197,7 +140,7 @@ class MqttTlsConfig(_Model):
     insecure: bool = Field(False, description="skip the host name check (testing only)")
 
 
-class MqttSinkConfig(_Model):
+class MqttSinkConfig(ConfigModel):
     """Detections and camera states published to an MQTT broker."""
 
     type: Literal["mqtt"] = "mqtt"
@@ -230,7 +173,7 @@ class MqttSinkConfig(_Model):
         return v
 
 
-class WebhookSinkConfig(_Model):
+class WebhookSinkConfig(ConfigModel):
     """Detection events POSTed as JSON to a URL."""
 
     type: Literal["webhook"] = "webhook"
@@ -270,7 +213,7 @@ SinkConfig = Annotated[
 ]
 
 
-class LiveViewConfig(_Model):
+class LiveViewConfig(ConfigModel):
     """The live web view on the HTTP server: status page, MJPEG and snapshot endpoints."""
 
     enabled: bool = Field(True, description="serve /, /cameras/... and /api/...")
@@ -281,7 +224,7 @@ class LiveViewConfig(_Model):
     )
 
 
-class HttpConfig(_Model):
+class HttpConfig(ConfigModel):
     """The daemon's one HTTP server: /metrics, /healthz, /readyz (and the live view)."""
 
     enabled: bool = True
@@ -305,12 +248,12 @@ class HttpConfig(_Model):
         return v
 
 
-class LoggingConfig(_Model):
+class LoggingConfig(ConfigModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
 
 
-class Config(_Model):
+class Config(ConfigModel):
     """The whole daemon configuration."""
 
     model: ModelConfig
@@ -343,36 +286,3 @@ class Config(_Model):
                 )
             seen[cam.name] = i
         return self
-
-
-# The loader lives in its own module; ``vidpipe.config`` stays the one import for both.
-from vidpipe.config_load import (  # noqa: E402
-    MAX_CONFIG_BYTES,
-    MAX_DEPTH,
-    MAX_VALUES,
-    load_config,
-    parse_config,
-)
-
-__all__ = [
-    "MAX_CONFIG_BYTES",
-    "MAX_DEPTH",
-    "MAX_VALUES",
-    "CameraConfig",
-    "CaptureConfig",
-    "Config",
-    "ConfigError",
-    "HttpConfig",
-    "JsonlSinkConfig",
-    "LiveViewConfig",
-    "LoggingConfig",
-    "ModelConfig",
-    "MqttSinkConfig",
-    "MqttTlsConfig",
-    "OpenVINOConfig",
-    "SchedulerConfig",
-    "SnapshotSinkConfig",
-    "WebhookSinkConfig",
-    "load_config",
-    "parse_config",
-]
