@@ -79,7 +79,7 @@ def main(out: Path) -> None:
         if seq % 2 == 0:
             engine.submit(Frame("walkway", seq, time.monotonic(), image))
             last = image
-    engine.drain(60)
+    engine.stop(60)
     engine.close()
     tracked: list[FrameResult] = []
     stage = TrackingStage(
