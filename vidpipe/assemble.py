@@ -316,7 +316,7 @@ class Pipeline:
 
     def apply(self, cfg: Config, diff: ConfigDiff, plan: InferencePlan) -> None:
         """Run ``cfg`` from now on, changing only what ``diff`` names; ``plan`` was made from
-        ``cfg`` (with a new model when ``diff.rebuild_engine``)."""
+        ``cfg`` (with a new model when ``diff.rebuild_inference``)."""
         assert self.tracking is not None and self.scheduler is not None
         self.cfg = cfg
         changed = self.tracking.replace_scenes(plan.scenes)  # unchanged cameras keep tracks

@@ -131,7 +131,7 @@ class Daemon:
         """
         diff = diff_configs(self.cfg, new_cfg, self.shard)
         assert self.pipeline.loaded is not None
-        keep = None if diff.rebuild_engine else self.pipeline.loaded
+        keep = None if diff.rebuild_inference else self.pipeline.loaded
         plan = plan_inference(new_cfg, self.metrics, keep)
         self.cfg = effective_config(self.cfg, new_cfg)
         self.pipeline.apply(self.cfg, diff, plan)
