@@ -294,9 +294,38 @@ def test_engine_reports_a_fatal_device_once_fake_gpu() -> None:
         rts[0].sticky_on_next_wait = "cudaErrorLaunchFailure"
         img = np.zeros((8, 8, 3), np.uint8)
         engine.submit(Frame("cam", 0, time.monotonic(), img))
-        assert engine.drain(10.0)
+        assert engine.stop(10.0)
         with pytest.raises(FatalDeviceError):
             engine.submit(Frame("cam", 1, time.monotonic(), img))
         assert len(fatal) == 1 and isinstance(fatal[0], FatalDeviceError)
     finally:
         engine.close(5.0)
+
+
+def test_batch_size_metric_counts_every_dispatched_batch_fake_gpu() -> None:
+    """``vidpipe_batch_size``: one observation per batch sent to a GPU, summing to the frames."""
+    backend, _, _ = make_backend(streams=2, max_batch=4, timeout_ms=20)
+    metrics = Metrics()
+    engine = Scheduler(
+        backend,
+        echo_decoder,
+        ["0"],
+        metrics,
+        lambda r: None,
+        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
+        iou_threshold=0.5,
+        max_frame_age_s=60.0,
+    )
+    engine.start()
+    try:
+        for seq in range(10):  # 4 + 4 fill their batches; the last 2 go on the timeout
+            img = np.zeros((8, 8, 3), np.uint8)
+            assert engine.submit(Frame("cam", seq, time.monotonic(), img))
+        assert engine.stop(10.0)
+        stats = backend.stats()
+    finally:
+        engine.close(5.0)
+    sample = metrics.registry.get_sample_value
+    assert sample("vidpipe_batch_size_sum") == stats["frames"] == 10
+    assert sample("vidpipe_batch_size_count") == stats["batches"]
+    assert stats["batches"] < 10  # frames were batched, so the mean is above 1
