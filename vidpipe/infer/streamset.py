@@ -225,16 +225,3 @@ class StreamSetBackend:
                 ex.close()
             except BaseException as exc:
                 log.debug("executor close: %s", exc)
-
-    # ------------------------------------------------------------------ statistics
-
-    def stats(self) -> dict[str, float]:
-        """Batches and frames dispatched so far, and the mean batch size."""
-        batches = sum(s.batches for s in self.sets)
-        frames = sum(s.frames for s in self.sets)
-        return {
-            "batches": batches,
-            "frames": frames,
-            "mean_batch": frames / batches if batches else 0.0,
-            **{f"frames_gpu{s.runtime.device}": s.frames for s in self.sets},
-        }
