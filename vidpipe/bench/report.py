@@ -150,12 +150,14 @@ def markdown(doc: dict[str, Any]) -> str:
     for clip in measured_clips(doc):
         info = doc["clips"][clip]
         ref = doc.get("references", {}).get(clip, {})
+        lines += [f"### {clip} ({info['width']}x{info['height']})", ""]
+        if ref:  # a reference contender ran (``python -m benchmarks``)
+            lines += [
+                f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
+                f"{_f(ref.get('stage_bound_fps'))} fps.",
+                "",
+            ]
         lines += [
-            f"### {clip} ({info['width']}x{info['height']})",
-            "",
-            f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
-            f"{_f(ref.get('stage_bound_fps'))} fps.",
-            "",
             "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | others' CPU % "
             "| p50 ms | p95 ms | precision |",
             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
