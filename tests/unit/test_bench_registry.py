@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vidpipe.bench import common
 from vidpipe.bench.common import ContenderEntry, PointSpec, contender, register_contender
 from vidpipe.bench.worker import make_contender
 
@@ -51,7 +52,10 @@ def test_vidpipe_bench_refuses_a_peer_without_benchmarks(tmp_path: Path) -> None
     assert "unknown naive; choose from" in proc.stderr
 
 
-def test_the_worker_builds_a_contender_from_its_registered_factory(tmp_path: Path) -> None:
+def test_the_worker_builds_a_contender_from_its_registered_factory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "_CONTENDERS", dict(common._CONTENDERS))  # undone after
     pkg = tmp_path / "extra_contenders.py"
     pkg.write_text("class Probe:\n    def __init__(self, spec):\n        self.spec = spec\n")
     entry = ContenderEntry("probe", "extra_contenders:Probe", str(tmp_path), default=False)
