@@ -43,14 +43,15 @@ class Labels(tuple[str, ...]):
         return self[class_id] if 0 <= class_id < len(self) else str(class_id)
 
     def ids(
-        self, items: Sequence[str | int] | None, *, where: str, camera: str
+        self, items: Sequence[str | int] | None, *, where: str, camera: str | None = None
     ) -> frozenset[int] | None:
         """Resolve a class filter (names or ids) to class ids.
 
         Args:
             items: the filter as written in the YAML; None means every class.
             where: the filter's YAML path, e.g. ``cameras[0].zones[1].classes``.
-            camera: the camera's name, for the message.
+            camera: the camera's name, for the message (None for a filter of no one camera,
+                such as a sink's).
 
         Returns:
             The ids, or None when ``items`` is None.
@@ -64,20 +65,19 @@ class Labels(tuple[str, ...]):
             return None
         ids: set[int] = set()
         problems = []
+        owner = f" ({camera})" if camera is not None else ""
         for k, item in enumerate(items):
             if isinstance(item, int):
                 if 0 <= item < len(self):
                     ids.add(item)
                 else:
                     problems.append(
-                        f"{where}[{k}] ({camera}): class id {item} out of range 0..{len(self) - 1}"
+                        f"{where}[{k}]{owner}: class id {item} out of range 0..{len(self) - 1}"
                     )
             elif item in self:
                 ids.add(self.index(item))
             else:
-                problems.append(
-                    f"{where}[{k}] ({camera}): unknown class {item!r}{self._hint(item)}"
-                )
+                problems.append(f"{where}[{k}]{owner}: unknown class {item!r}{self._hint(item)}")
         if problems:
             raise ConfigError(problems)
         return frozenset(ids)
