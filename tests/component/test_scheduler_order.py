@@ -72,7 +72,7 @@ def test_results_are_handed_on_in_capture_order_per_camera(assets_dir, images) -
         for seq in range(120):
             frame = Frame(f"cam{seq % 2}", seq, time.monotonic(), images[seq % len(images)])
             assert engine.submit(frame)
-        assert engine.drain(90)
+        assert engine.stop(90)
     finally:
         engine.close()
     assert len(results) == 120

@@ -193,8 +193,8 @@ def test_hung_inference_pool_stops_watchdog_pings(assets_dir: Path, tmp_path: Pa
             daemon.start()
             reporter.start()
             wait_for(lambda: listener.count("WATCHDOG=1") >= 2, 60, "pings while healthy")
-            assert daemon.engine is not None
-            with frozen_inference_pool(daemon.engine):
+            assert daemon.scheduler is not None
+            with frozen_inference_pool(daemon.scheduler):
                 wait_for(lambda: not daemon.health.check().ok, 60, "the health verdict to fail")
                 pings, ticks = listener.count("WATCHDOG=1"), reporter.ticks
                 wait_for(lambda: reporter.ticks >= ticks + 4, 30, "four watchdog intervals")

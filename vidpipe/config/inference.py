@@ -1,13 +1,32 @@
-"""Config of the model and the inference backends (the ``model:`` and ``inference:`` sections)."""
+"""Config of the model and the inference backends (the ``model:`` and ``inference:`` sections).
+
+Each backend config class is declared in ``BACKENDS`` under its ``type`` (its factory is in
+``vidpipe.infer``); the model types (``model.type``) are declared in ``MODEL_TYPES`` (their
+decoders are in ``vidpipe.postprocess.decode``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from vidpipe.config.base import ConfigModel
+from vidpipe.config.registry import BACKENDS, MODEL_TYPES
+
+MODEL_TYPES.declare("yolox", "yolov8", "ssd")
+
+if TYPE_CHECKING:
+    ModelType = str
+else:
+    ModelType = MODEL_TYPES.literal()
+
+
+class InferenceConfigBase(ConfigModel):
+    """What every backend config has: its ``type``, the key of its registration."""
+
+    type: str
 
 
 class ModelConfig(ConfigModel):
@@ -15,14 +34,15 @@ class ModelConfig(ConfigModel):
 
     path: Path = Field(description="ONNX or OpenVINO IR file of the detector")
     labels: Path | None = Field(None, description="class names, one per line, in class-id order")
-    type: Literal["yolox", "yolov8", "ssd"] = Field(
+    type: ModelType = Field(
         "yolox", description="output decoder: yolox, yolov8 (Ultralytics export) or ssd"
     )
     score_threshold: float = Field(0.3, ge=0, le=1, description="default minimum score")
     iou_threshold: float = Field(0.45, gt=0, le=1, description="NMS IoU threshold")
 
 
-class OpenVINOConfig(ConfigModel):
+@BACKENDS.config("openvino")
+class OpenVINOConfig(InferenceConfigBase):
     """OpenVINO inference backend (asynchronous request pool)."""
 
     type: Literal["openvino"] = "openvino"
@@ -47,7 +67,8 @@ class OpenVINOConfig(ConfigModel):
 DEFAULT_ENGINE_CACHE = Path("~/.cache/vidpipe/engines")
 
 
-class GpuConfig(ConfigModel):
+@BACKENDS.config("tensorrt", "torch")
+class GpuConfig(InferenceConfigBase):
     """GPU stream-set backend: TensorRT engines, or the ONNX model run by PyTorch."""
 
     type: Literal["tensorrt", "torch"] = Field(
@@ -110,4 +131,7 @@ class GpuConfig(ConfigModel):
         return (self.engine_cache_dir or DEFAULT_ENGINE_CACHE).expanduser()
 
 
-InferenceConfig = Annotated[OpenVINOConfig | GpuConfig, Field(discriminator="type")]
+if TYPE_CHECKING:  # type checkers see the common base; pydantic gets the real union
+    InferenceConfig = InferenceConfigBase
+else:
+    InferenceConfig = BACKENDS.union()

@@ -7,15 +7,14 @@ this package; the loader that reads YAML into a ``Config`` is ``vidpipe.config.l
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from vidpipe import redact
-from vidpipe.config.base import ConfigModel
+from vidpipe.config.base import SECRET, ConfigModel
 from vidpipe.config.inference import InferenceConfig, ModelConfig, OpenVINOConfig
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
+from vidpipe.config.sinks import SinkConfig
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
@@ -117,108 +116,6 @@ class CameraConfig(ConfigModel):
         return self.url.lower().startswith(("rtsp://", "rtsps://"))
 
 
-class JsonlSinkConfig(ConfigModel):
-    """One JSON line per processed frame."""
-
-    type: Literal["jsonl"] = "jsonl"
-    path: Path = Field(description="output file (appended)")
-    only_with_detections: bool = Field(False, description="skip frames with no detections")
-    queue_size: int = Field(1024, ge=1, description="bounded queue; oldest dropped when full")
-
-
-class SnapshotSinkConfig(ConfigModel):
-    """Annotated JPEGs of frames with detections."""
-
-    type: Literal["snapshot"] = "snapshot"
-    dir: Path = Field(description="output directory")
-    min_interval_s: float = Field(5.0, ge=0, description="per-camera rate limit")
-    jpeg_quality: int = Field(85, ge=1, le=100)
-    keep_last: int = Field(100, ge=1, description="files kept per camera")
-    queue_size: int = Field(8, ge=1, description="bounded queue; oldest dropped when full")
-
-
-class MqttTlsConfig(ConfigModel):
-    """TLS towards the MQTT broker."""
-
-    ca_file: Path | None = Field(None, description="CA bundle; default: the system's")
-    cert_file: Path | None = Field(None, description="client certificate (mutual TLS)")
-    key_file: Path | None = Field(None, description="client key (mutual TLS)")
-    insecure: bool = Field(False, description="skip the host name check (testing only)")
-
-
-class MqttSinkConfig(ConfigModel):
-    """Detections and camera states published to an MQTT broker."""
-
-    type: Literal["mqtt"] = "mqtt"
-    host: str = Field(description="broker host name or address")
-    port: int = Field(1883, ge=1, le=65535, description="broker port (8883 is usual for TLS)")
-    topic_prefix: str = Field(
-        "vidpipe", min_length=1, description="topics are <prefix>/<camera>/detections etc."
-    )
-    qos: Literal[0, 1, 2] = Field(1, description="MQTT quality of service of every message")
-    client_id: str | None = Field(None, description="default: vidpipe-<host name>-<pid>")
-    username: str | None = Field(None, description="broker user name")
-    password: str | None = Field(
-        None, description="broker password; use ${file:NAME} or ${VAR} so it stays out of the file"
-    )
-    tls: MqttTlsConfig | None = Field(None, description="connect with TLS when set")
-    keepalive_s: int = Field(30, ge=5, description="MQTT keepalive interval")
-    reconnect_min_s: float = Field(0.5, gt=0, description="first reconnect delay")
-    reconnect_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
-    buffer_size: int = Field(
-        1000, ge=1, description="messages kept while disconnected; oldest dropped (counted)"
-    )
-    only_with_detections: bool = Field(True, description="publish only frames with detections")
-    queue_size: int = Field(256, ge=1, description="bounded queue; oldest dropped when full")
-
-    @field_validator("password")
-    @classmethod
-    def _register_password(cls, v: str | None) -> str | None:
-        if v is not None:
-            redact.register_secret(v)
-        return v
-
-
-class WebhookSinkConfig(ConfigModel):
-    """Detection events POSTed as JSON to a URL."""
-
-    type: Literal["webhook"] = "webhook"
-    url: str = Field(description="http:// or https:// endpoint")
-    timeout_s: float = Field(5.0, gt=0, description="per-request timeout")
-    retries: int = Field(3, ge=0, le=10, description="extra attempts after a failed POST")
-    backoff_initial_s: float = Field(0.5, gt=0, description="delay before the first retry")
-    backoff_max_s: float = Field(10.0, gt=0, description="retry delay cap")
-    classes: list[str] | None = Field(None, description="only these class names (default: all)")
-    min_score: float = Field(0.0, ge=0, le=1, description="only detections scoring at least this")
-    cooldown_s: float = Field(
-        0.0, ge=0, description="per camera: no new event for this long after one was sent"
-    )
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="extra request headers (values are kept secret)"
-    )
-    queue_size: int = Field(64, ge=1, description="bounded queue; oldest dropped when full")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, v: str) -> str:
-        if not v.lower().startswith(("http://", "https://")):
-            raise ValueError("webhook url must start with http:// or https://")
-        return v
-
-    @field_validator("headers")
-    @classmethod
-    def _register_headers(cls, v: dict[str, str]) -> dict[str, str]:
-        for value in v.values():
-            redact.register_secret(value)
-        return v
-
-
-SinkConfig = Annotated[
-    JsonlSinkConfig | SnapshotSinkConfig | MqttSinkConfig | WebhookSinkConfig,
-    Field(discriminator="type"),
-]
-
-
 class LiveViewConfig(ConfigModel):
     """The live web view on the HTTP server: status page, MJPEG and snapshot endpoints."""
 
@@ -241,17 +138,11 @@ class HttpConfig(ConfigModel):
         min_length=16,
         description="bearer token required on every endpoint but /healthz and /readyz; "
         "use ${file:NAME} or ${VAR} so it stays out of the file",
+        json_schema_extra=SECRET,
     )
     live: LiveViewConfig = Field(
         default_factory=LiveViewConfig, description="live view (status page, MJPEG)"
     )
-
-    @field_validator("token")
-    @classmethod
-    def _register_token(cls, v: str | None) -> str | None:
-        if v is not None:
-            redact.register_secret(v)
-        return v
 
 
 class LoggingConfig(ConfigModel):
