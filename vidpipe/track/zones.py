@@ -125,10 +125,10 @@ class ZoneWatch:
         polygon: ``(K, 2)`` corners in frame pixels.
         class_ids: classes that count; None: every class.
         anchor: ``"bottom_center"`` or ``"center"`` of each box.
+        min_frames: observations in a row that make an enter or a leave.
         frame_size: ``(width, height)`` the polygon was resolved for; anchors are moved into
             the frame (``geometry.into_frame``) so that a zone drawn to the frame's edge
             contains boxes clipped to it.
-        min_frames: observations in a row that make an enter or a leave.
     """
 
     def __init__(
