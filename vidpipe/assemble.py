@@ -4,7 +4,8 @@
 assemble here. This is the only module that knows the order of the stages::
 
     capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess)
-                    -> TrackingStage -> SinkPool (JSONL, snapshots, MQTT, webhook, live view)
+                    -> TrackingStage -> ClipRecorder -> SinkPool (JSONL, snapshots, MQTT, ...)
+    capture workers -(packet tap)-> the ClipRecorder's per-camera ring (cameras with clips)
 
 ``plan_inference`` does everything that can reject a config (compile the model, resolve class
 filters, build the tracking scenes) before anything runs; ``Pipeline`` starts the stages from
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from vidpipe.capture.worker import CaptureWorker
+from vidpipe.clips import ClipRecorder
 from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
@@ -41,6 +43,7 @@ from vidpipe.sinks.live import LiveView
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import CameraState, Frame, FrameResult
 from vidpipe.web import RouteInstaller, WebServer, build_app
+from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.live import LiveRoutes
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,7 @@ class InferencePlan:
     loaded: LoadedModel
     rules: dict[str, CameraRules]
     scenes: dict[str, CameraScene]
+    clip_classes: dict[str, frozenset[int]]
 
 
 def plan_inference(
@@ -75,11 +79,38 @@ def plan_inference(
         check_sink_classes(cfg, model.labels)
         ids = {name: r.class_ids for name, r in rules.items()}
         scenes = build_scenes(cfg, model.labels, ids, metrics)
+        clip_classes = clip_trigger_classes(cfg, model.labels)
     except BaseException:
         if opened:
             model.backend.close()
         raise
-    return InferencePlan(model, rules, scenes)
+    return InferencePlan(model, rules, scenes, clip_classes)
+
+
+def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int]]:
+    """Each clip-recording camera's trigger classes as ids.
+
+    Raises:
+        ConfigError: one problem per unknown name, naming ``cameras[i].clips.triggers.classes``.
+    """
+    out: dict[str, frozenset[int]] = {}
+    problems: list[str] = []
+    for i, cam in enumerate(cfg.cameras):
+        if not cam.clips.enabled:
+            continue
+        try:
+            ids = labels.ids(
+                cam.clips.triggers.classes,
+                where=f"cameras[{i}].clips.triggers.classes",
+                camera=cam.name,
+            )
+        except ConfigError as exc:
+            problems += exc.problems
+            continue
+        out[cam.name] = ids or frozenset()
+    if problems:
+        raise ConfigError(problems)
+    return out
 
 
 def check_sink_classes(cfg: Config, labels: Labels) -> None:
@@ -209,6 +240,8 @@ class Pipeline:
         self.scheduler: Scheduler | None = None
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
+        self.clips = ClipRecorder(metrics)
+        self._clip_classes: dict[str, frozenset[int]] = {}
         self.loaded: LoadedModel | None = None
         # features append route installers before start(); the live view does
         self.web_installers: list[RouteInstaller] = []
@@ -225,13 +258,17 @@ class Pipeline:
         cfg = self.cfg
         extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
         if cfg.http.enabled:
+            routes = ClipRoutes(self.clips.camera_dirs)
+            self.web_installers.append(routes.install)
+        self._clip_classes = plan.clip_classes
+        if cfg.http.enabled:
             self._start_web()
         sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra]
         self._listeners = [s for s in sinks if isinstance(s, CameraStateListener)]
         self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         # a stateful step between the scheduler and the sinks: tracking, zones and lines
-        self.tracking = TrackingStage(plan.scenes, self.sinks.submit, self.metrics)
+        self.tracking = TrackingStage(plan.scenes, self._tracked, self.metrics)
         self.scheduler = self._new_scheduler(plan)
         self.health.attach(self._progress)
         self.scheduler.start(self.hub)
@@ -271,6 +308,11 @@ class Pipeline:
             ", bearer token required" if http.token else "",
         )
 
+    def _tracked(self, result: FrameResult) -> None:
+        """After tracking: clip triggers (and the clip events to announce), then the sinks."""
+        assert self.sinks is not None
+        self.sinks.submit(self.clips.observe(result))
+
     def _new_scheduler(self, plan: InferencePlan) -> Scheduler:
         assert self.sinks is not None and self.tracking is not None
         self.loaded = plan.loaded
@@ -279,7 +321,9 @@ class Pipeline:
             plan,
             self.metrics,
             self.tracking,  # cameras without tracking pass straight through to the sinks
-            keep_images=self.sinks.wants_images,
+            # crops need the frames of cameras that record clips
+            keep_images=self.sinks.wants_images
+            or any(c.clips.enabled and c.clips.crop.enabled for c in self.cfg.cameras),
             on_fatal=self._on_fatal,
         )
 
@@ -301,6 +345,10 @@ class Pipeline:
         box = self.hub.add(name, "newest" if live else "block", dropped)
         self._boxes[name] = box
         worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
+        if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
+            worker.set_packet_tap(
+                self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
+            )
         self.workers[name] = worker
         worker.start()
 
@@ -310,6 +358,7 @@ class Pipeline:
         worker.stop()
         if not worker.join(timeout_s):
             log.warning("camera %s: capture thread still alive after %.0f s", name, timeout_s)
+        self.clips.remove_camera(name)
         box = self._boxes.pop(name)
         if box.clear() is not None:  # decoded but never taken by inference: count it
             self.metrics.camera(name).drop("shutdown")
@@ -339,6 +388,7 @@ class Pipeline:
         ``cfg`` (with a new model when ``diff.rebuild_inference``)."""
         assert self.tracking is not None and self.scheduler is not None
         self.cfg = cfg
+        self._clip_classes = plan.clip_classes
         changed = self.tracking.replace_scenes(plan.scenes)  # unchanged cameras keep tracks
         if changed:
             log.info("tracking, zones or lines replaced on: %s", ", ".join(changed))
@@ -395,6 +445,8 @@ class Pipeline:
                 self.metrics.camera(frame.camera).drop("shutdown")
             if not clean:
                 log.error("inference did not drain before the shutdown timeout")
+        # open clips are written with what their rings hold (a clean close, still playable)
+        self.clips.close(max(0.1, deadline - time.monotonic()))
         if self.sinks is not None:
             left = self.sinks.close(max(0.1, deadline - time.monotonic()))
             if any(left.values()):

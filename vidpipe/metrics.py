@@ -29,6 +29,10 @@ DROP_REASONS = (
 )
 
 
+CLIP_FAILURES = ("disk_full", "dir_missing", "write_error", "no_keyframe")
+CLIP_DROPS = ("queue_full", "shutdown")
+
+
 @dataclass(frozen=True, slots=True)
 class CameraMetrics:
     """Metric children bound to one camera's label value."""
@@ -190,8 +194,59 @@ class Metrics:
             ["camera"],
             registry=r,
         )
+        self._clip_metrics(r)
         self._cameras: dict[str, CameraMetrics] = {}
         self._lock = threading.Lock()
+
+    def _clip_metrics(self, r: CollectorRegistry) -> None:
+        """Event clips (``vidpipe.clips``); reasons are listed in ``CLIP_FAILURES`` and
+        ``CLIP_DROPS``."""
+        self.clips_written = Counter(
+            "vidpipe_clips_written", "Event clips written", ["camera"], registry=r
+        )
+        self.clips_failed = Counter(
+            "vidpipe_clips_failed",
+            "Event clips not written because writing failed (disk_full, dir_missing, "
+            "write_error, no_keyframe)",
+            ["camera", "reason"],
+            registry=r,
+        )
+        self.clips_dropped = Counter(
+            "vidpipe_clips_dropped",
+            "Event clips dropped before writing (queue_full: the writer was behind; shutdown)",
+            ["camera", "reason"],
+            registry=r,
+        )
+        self.clips_deleted = Counter(
+            "vidpipe_clips_deleted",
+            "Event clips deleted by retention (size: max_total_gb, age: max_age_days)",
+            ["camera", "reason"],
+            registry=r,
+        )
+        self.clips_disk_bytes = Gauge(
+            "vidpipe_clips_disk_bytes",
+            "Bytes of a camera's clips and crops on disk",
+            ["camera"],
+            registry=r,
+        )
+        self.clip_ring_bytes = Gauge(
+            "vidpipe_clip_ring_bytes",
+            "Compressed packets held in a camera's clip ring buffer",
+            ["camera"],
+            registry=r,
+        )
+        self.clip_ring_overflow = Counter(
+            "vidpipe_clip_ring_overflow",
+            "Oldest packet groups dropped because a camera's ring buffer reached buffer_mb",
+            ["camera"],
+            registry=r,
+        )
+        self.clip_write_seconds = Histogram(
+            "vidpipe_clip_write_seconds",
+            "Time to remux and write one clip with its crops and sidecar",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
 
     def camera(self, name: str) -> CameraMetrics:
         """Bound children for one camera (created once, then cached)."""

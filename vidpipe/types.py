@@ -221,6 +221,39 @@ class TrackEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClipEvent:
+    """An event clip was written (``vidpipe.clips``); it rides on its camera's next result.
+
+    Attributes:
+        camera: camera name.
+        seq: the frame of the clip's last trigger.
+        wall_time: ``time.time()`` when the clip was written.
+        clip_id: the clip's id (its file name without ``.mp4``).
+        start, end: ``time.time()`` of the clip's first and last packet.
+        url: where the HTTP server serves it (``/clips/<camera>/<id>.mp4``).
+        label: the class of the first trigger ("" for none).
+        classes: every class seen in the clip's triggers.
+        tracker_ids: the tracks of its triggers.
+        size: bytes of the MP4 file.
+        crop_url: the best-shot crop's URL, or None.
+    """
+
+    camera: str
+    seq: int
+    wall_time: float
+    clip_id: str
+    start: float
+    end: float
+    url: str
+    label: str
+    classes: tuple[str, ...]
+    tracker_ids: tuple[int, ...]
+    size: int
+    crop_url: str | None = None
+    kind: str = "clip"
+
+
+@dataclass(frozen=True, slots=True)
 class FrameResult:
     """Postprocessed result of one frame, as sinks receive it.
 
@@ -236,7 +269,8 @@ class FrameResult:
         labels: the model's class names (a plain sequence of names is converted).
         image: the original frame (read-only). Sinks that draw make a copy.
         epoch: the frame's stream epoch (see ``Frame.epoch``).
-        events: zone and line events of this frame (cameras with zones or lines only).
+        events: zone and line events of this frame (cameras with zones or lines only), and
+            the camera's clips written since its previous result.
     """
 
     camera: str
@@ -250,7 +284,7 @@ class FrameResult:
     labels: Labels = field(repr=False, default=Labels())
     image: npt.NDArray[np.uint8] | None = field(repr=False, default=None)
     epoch: int = 0
-    events: tuple[TrackEvent, ...] = ()
+    events: tuple[TrackEvent | ClipEvent, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", Labels.of(self.labels))

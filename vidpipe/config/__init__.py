@@ -11,6 +11,7 @@ other sections) and ``load`` (YAML -> ``Config``). This package imports no pipel
 """
 
 from vidpipe.config.base import SECRET, ConfigError, ConfigModel
+from vidpipe.config.clips import ClipsConfig, ClipTriggers, CropConfig
 from vidpipe.config.inference import (
     DEFAULT_ENGINE_CACHE,
     GpuConfig,
@@ -59,9 +60,12 @@ __all__ = [
     "SINKS",
     "CameraConfig",
     "CaptureConfig",
+    "ClipTriggers",
+    "ClipsConfig",
     "Config",
     "ConfigError",
     "ConfigModel",
+    "CropConfig",
     "GpuConfig",
     "HttpConfig",
     "InferenceConfig",

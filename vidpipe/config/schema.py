@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from vidpipe.config.base import SECRET, ConfigModel
+from vidpipe.config.clips import ClipsConfig, merge_clip_defaults
 from vidpipe.config.inference import InferenceConfig, ModelConfig, OpenVINOConfig
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.sinks import SinkConfig
@@ -79,6 +80,10 @@ class CameraConfig(ConfigModel):
     )
     lines: list[LineConfig] = Field(
         default_factory=list, description="directed lines: cross events and counters"
+    )
+    clips: ClipsConfig = Field(
+        default_factory=ClipsConfig,
+        description="event clips and crops; keys not given come from the top-level clips",
     )
 
     @field_validator("name")
@@ -161,11 +166,15 @@ class Config(ConfigModel):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     sinks: list[SinkConfig] = Field(default_factory=list)
     shutdown_timeout_s: float = Field(10.0, gt=0, description="drain limit on SIGTERM")
+    clips: ClipsConfig = Field(
+        default_factory=ClipsConfig, description="event clips: every camera's defaults"
+    )
     cameras: list[CameraConfig] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
     def _default_backend_type(cls, data: Any) -> Any:
+        data = merge_clip_defaults(data)
         inference = data.get("inference") if isinstance(data, dict) else None
         if isinstance(inference, dict) and "type" not in inference:
             data = {**data, "inference": {"type": "openvino", **inference}}

@@ -1,4 +1,4 @@
-"""The JSON record of a frame and of a zone or line event: one format for every sink.
+"""The JSON record of a frame, of a zone or line event and of a clip: one format for every sink.
 
 The JSON lines file, MQTT and the webhook all write these dicts, byte for byte the same
 (``encode``); the README's "Record format" section documents the fields. ``SCHEMA_VERSION``
@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from vidpipe.types import FrameResult, TrackEvent
+from vidpipe.types import ClipEvent, FrameResult, TrackEvent
 
 #: The ``"v"`` of every record.
 SCHEMA_VERSION = 1
@@ -67,14 +67,16 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
     }
 
 
-def event_record(event: TrackEvent) -> dict[str, Any]:
-    """The record of one zone or line event.
+def event_record(event: TrackEvent | ClipEvent) -> dict[str, Any]:
+    """The record of one zone or line event (or of a clip: ``clip_record``).
 
     Fields: ``v``, ``event`` (``enter``, ``leave``, ``cross``), ``camera``, ``frame``, ``ts``,
     ``zone`` or ``line``, ``tracker_id``, ``class_id``, ``label``, ``point``; ``direction``
     (``cross``), ``dwell_s`` and ``reason`` (``leave``). A frame record has ``detections``
     instead of ``event``.
     """
+    if isinstance(event, ClipEvent):
+        return clip_record(event)
     out: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "event": event.kind,
@@ -94,6 +96,33 @@ def event_record(event: TrackEvent) -> dict[str, Any]:
     if event.reason is not None:
         out["reason"] = event.reason
     return out
+
+
+def clip_record(clip: ClipEvent) -> dict[str, Any]:
+    """The record of a written event clip.
+
+    Fields: ``v``, ``event`` (``clip``), ``camera``, ``frame`` (of the last trigger), ``ts``
+    (when the clip was written), ``id``, ``start`` and ``end`` (``iso_utc`` of its first and last
+    packet), ``duration_s``, ``url`` (path on the HTTP server), ``label`` (class of the first
+    trigger), ``classes``, ``tracker_ids``, ``size`` (bytes) and ``crop_url`` (or null).
+    """
+    return {
+        "v": SCHEMA_VERSION,
+        "event": "clip",
+        "camera": clip.camera,
+        "frame": clip.seq,
+        "ts": iso_utc(clip.wall_time),
+        "id": clip.clip_id,
+        "start": iso_utc(clip.start),
+        "end": iso_utc(clip.end),
+        "duration_s": round(clip.end - clip.start, 3),
+        "url": clip.url,
+        "label": clip.label,
+        "classes": list(clip.classes),
+        "tracker_ids": list(clip.tracker_ids),
+        "size": clip.size,
+        "crop_url": clip.crop_url,
+    }
 
 
 def encode(record: dict[str, Any]) -> bytes:

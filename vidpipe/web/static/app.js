@@ -79,4 +79,62 @@ async function refresh() {
   }
 }
 
+// Recent event clips (/api/clips): re-rendered only when the list changes, so that a
+// playing video is not reloaded.
+const CLIPS_REFRESH_MS = 3000;
+let clipsShown = "";
+
+function clipFigure(clip) {
+  const tpl = document.getElementById("clip-template");
+  const fig = tpl.content.firstElementChild.cloneNode(true);
+  fig.dataset.clip = clip.id;
+  const video = fig.querySelector("video");
+  video.src = clip.url;
+  const crop = fig.querySelector("img.crop");
+  if (clip.crop_url) {
+    crop.src = clip.crop_url;
+    crop.alt = "best shot of " + (clip.crops[0].label || "object");
+  } else {
+    crop.remove();
+  }
+  const when = new Date(clip.start_unix * 1000).toLocaleTimeString();
+  const tracks = clip.tracker_ids.length ? " #" + clip.tracker_ids.join(", #") : "";
+  fig.querySelector(".what").textContent =
+    when + " · " + clip.duration_s.toFixed(1) + " s · " + (clip.classes.join(", ") || "–") + tracks;
+  return fig;
+}
+
+async function refreshClips() {
+  try {
+    const resp = await fetch("/api/clips", { cache: "no-store" });
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    const data = await resp.json();
+    const key = JSON.stringify(data.cameras.map((c) => [c.name, c.clips.map((k) => k.id)]));
+    if (key !== clipsShown) {
+      clipsShown = key;
+      const root = document.getElementById("clip-cameras");
+      root.replaceChildren();
+      for (const cam of data.cameras) {
+        const block = document.createElement("div");
+        block.className = "clip-camera";
+        block.dataset.camera = cam.name;
+        const h = document.createElement("h3");
+        h.textContent = cam.name + (cam.clips.length ? "" : ": no clips yet");
+        block.appendChild(h);
+        const row = document.createElement("div");
+        row.className = "clip-row";
+        for (const clip of cam.clips) row.appendChild(clipFigure(clip));
+        block.appendChild(row);
+        root.appendChild(block);
+      }
+      document.getElementById("clips").hidden = data.cameras.length === 0;
+    }
+  } catch (err) {
+    // the camera tiles already say when the daemon is unreachable
+  } finally {
+    setTimeout(refreshClips, CLIPS_REFRESH_MS);
+  }
+}
+
 refresh();
+refreshClips();

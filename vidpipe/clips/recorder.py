@@ -1,0 +1,432 @@
+"""Event clips: triggers from results and events open clips over each camera's packet ring.
+
+``ClipRecorder.observe`` runs inline between tracking and the sinks (the pipeline's result
+thread). It only compares scores and times, copies the best crop of a track when it improves,
+and attaches the clip events of clips written since the camera's previous result: that is how a
+``clip`` record reaches every sink, in the one record format. Cutting clips out of the rings,
+remuxing, crops, sidecars and retention run on the recorder's own writer thread behind a bounded
+queue (a full queue drops the clip, counted).
+
+The recorder never calls into capture: the assembler installs each camera's ``PacketRing`` as
+that camera's packet tap, and the recorder reads the ring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vidpipe.clips.ring import PacketRing, Segment
+from vidpipe.clips.store import clean_temp, clip_id, enforce
+from vidpipe.clips.writer import ClipJob, ClipWriteError, Crop, write_clip
+from vidpipe.config import CameraConfig, ClipsConfig
+from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
+from vidpipe.sinks.record import event_record
+from vidpipe.types import ClipEvent, FrameResult, TrackEvent
+
+log = logging.getLogger(__name__)
+
+#: How often the writer thread looks for clips whose time is up.
+_TICK_S = 0.2
+#: At most one error line per camera per this many seconds.
+_ERROR_LOG_INTERVAL_S = 30.0
+#: Triggers listed in a sidecar (a class trigger fires on every frame: one per track is kept).
+_MAX_TRIGGERS = 50
+
+
+@dataclass(slots=True)
+class _OpenClip:
+    t_from: float  # monotonic: first trigger - pre_s
+    t_end: float  # last trigger + post_s, capped at t_from + max_s
+    seq: int
+    triggers: list[dict[str, Any]] = field(default_factory=list)
+    triggers_total: int = 0
+    seen: set[tuple[str, int]] = field(default_factory=set)
+    classes: list[str] = field(default_factory=list)
+    tracker_ids: list[int] = field(default_factory=list)
+    crops: dict[int, Crop] = field(default_factory=dict)
+
+
+class _Camera:
+    """One camera's clip settings, ring and open clip."""
+
+    def __init__(
+        self, cam: CameraConfig, class_ids: frozenset[int], ring: PacketRing, camera_dir: Path
+    ) -> None:
+        self.name = cam.name
+        self.cfg: ClipsConfig = cam.clips
+        self.class_ids = class_ids
+        self.ring = ring
+        self.dir = camera_dir
+        self.open: _OpenClip | None = None
+        self.announce: list[ClipEvent] = []
+        self.last_error_log = -1e9
+        self._ids: set[str] = set()
+
+    def new_id(self, wall_time: float) -> str:
+        """A clip id not yet used by this camera in this process."""
+        cid = clip_id(wall_time, self._ids)
+        self._ids.add(cid)
+        return cid
+
+
+class ClipRecorder:
+    """Every camera's clips. ``observe`` on the result thread; writing on its own thread.
+
+    Args:
+        metrics: the process's metrics.
+        queue_size: clips waiting to be written; beyond it a clip is dropped (counted).
+        clock: the monotonic clock that packet and frame times come from.
+    """
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        queue_size: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._metrics = metrics
+        self._clock = clock
+        self._cameras: dict[str, _Camera] = {}
+        self._lock = threading.Lock()  # open clips and announcements: result vs writer thread
+        self._jobs: queue.Queue[ClipJob] = queue.Queue(queue_size)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.wants_images = False
+
+    # ------------------------------------------------------------------ assembly
+
+    def add_camera(self, cam: CameraConfig, class_ids: frozenset[int]) -> PacketRing:
+        """Record ``cam``'s clips from now on; returns the ring to install as its packet tap."""
+        cfg = cam.clips
+        camera_dir = Path(cfg.dir) / cam.name
+        removed = clean_temp(camera_dir)
+        if removed:
+            log.info(
+                "camera %s: removed %d unfinished clip file(s) in %s", cam.name, removed, camera_dir
+            )
+        ring = PacketRing(
+            cam.name,
+            cfg.pre_s,
+            int(cfg.buffer_mb * 1024 * 1024),
+            on_overflow=self._metrics.clip_ring_overflow.labels(camera=cam.name).inc,
+            on_stream_end=functools.partial(self._stream_ended, cam.name),
+        )
+        for reason in CLIP_FAILURES:
+            self._metrics.clips_failed.labels(camera=cam.name, reason=reason)
+        for reason in CLIP_DROPS:
+            self._metrics.clips_dropped.labels(camera=cam.name, reason=reason)
+        self._metrics.clips_written.labels(camera=cam.name)
+        camera = _Camera(cam, class_ids, ring, camera_dir)
+        with self._lock:
+            self._cameras = {**self._cameras, cam.name: camera}
+            self.wants_images = any(c.cfg.crop.enabled for c in self._cameras.values())
+        self._retention(camera)
+        self._start()
+        return ring
+
+    def remove_camera(self, name: str) -> None:
+        """Stop recording ``name``; a clip it has open is written with what the ring holds."""
+        with self._lock:
+            camera = self._cameras.get(name)
+            if camera is None:
+                return
+            self._cameras = {k: v for k, v in self._cameras.items() if k != name}
+            job = self._close(camera, "camera_stopped", self._clock())
+        if job is not None:
+            self._enqueue(job)
+
+    def camera_dirs(self) -> dict[str, Path]:
+        """Each recording camera's clip directory (for the HTTP routes)."""
+        return {name: c.dir for name, c in self._cameras.items()}
+
+    # ------------------------------------------------------------------ result thread
+
+    def observe(self, result: FrameResult) -> FrameResult:
+        """Check ``result`` for triggers; returns it with the camera's new clip events."""
+        camera = self._cameras.get(result.camera)
+        if camera is None:
+            return result
+        hits = self._triggers(camera, result)
+        with self._lock:
+            if hits:
+                self._trigger(camera, result, hits)
+            if camera.open is not None and result.image is not None and camera.cfg.crop.enabled:
+                self._update_crops(camera, camera.open, result)
+            announce, camera.announce = camera.announce, []
+        if announce:
+            result = dataclasses.replace(result, events=(*result.events, *announce))
+        return result
+
+    def _triggers(self, camera: _Camera, result: FrameResult) -> list[dict[str, Any]]:
+        trig = camera.cfg.triggers
+        hits: list[dict[str, Any]] = []
+        for event in result.events:
+            if isinstance(event, TrackEvent) and (
+                event.kind in trig.zones or event.kind in trig.lines
+            ):
+                hits.append(event_record(event))
+        if camera.class_ids:
+            det = result.detections
+            mask = det.score >= trig.min_score
+            if mask.any():
+                mask &= np.isin(det.class_id, list(camera.class_ids))
+                tids = det.tracker_id
+                for i in np.flatnonzero(mask).tolist():
+                    cid = int(det.class_id[i])
+                    hits.append(
+                        {
+                            "event": "detection",
+                            "frame": result.seq,
+                            "class_id": cid,
+                            "label": result.labels.name(cid),
+                            "score": round(float(det.score[i]), 5),
+                            "tracker_id": None if tids is None or tids[i] < 0 else int(tids[i]),
+                        }
+                    )
+        return hits
+
+    def _trigger(self, camera: _Camera, result: FrameResult, hits: list[dict[str, Any]]) -> None:
+        cfg = camera.cfg
+        t = result.t_capture
+        clip = camera.open
+        if clip is not None and t >= clip.t_from + cfg.max_s:
+            job = self._close(camera, "max_s", clip.t_from + cfg.max_s)
+            if job is not None:
+                self._enqueue_nowait(job)
+            clip = None
+        if clip is None:
+            clip = _OpenClip(t_from=t - cfg.pre_s, t_end=t, seq=result.seq)
+            camera.open = clip
+            camera.ring.hold(clip.t_from)
+        clip.t_end = min(max(clip.t_end, t + cfg.post_s), clip.t_from + cfg.max_s)
+        clip.seq = result.seq
+        offset = round(t - clip.t_from, 3)
+        for hit in hits:
+            clip.triggers_total += 1
+            tid = hit.get("tracker_id")
+            key = (str(hit.get("event")) + str(hit.get("label")), -1 if tid is None else tid)
+            if hit["event"] == "detection" and key in clip.seen:
+                continue
+            clip.seen.add(key)
+            if len(clip.triggers) < _MAX_TRIGGERS:
+                clip.triggers.append({**hit, "offset_s": offset})
+            if hit["label"] not in clip.classes:
+                clip.classes.append(hit["label"])
+            if tid is not None and tid not in clip.tracker_ids:
+                clip.tracker_ids.append(tid)
+
+    def _update_crops(self, camera: _Camera, clip: _OpenClip, result: FrameResult) -> None:
+        det = result.detections
+        if det.tracker_id is None or result.image is None:
+            return
+        pad = camera.cfg.crop.padding
+        h, w = result.image.shape[:2]
+        for i in np.flatnonzero(det.tracker_id >= 0).tolist():
+            tid = int(det.tracker_id[i])
+            score = float(det.score[i])
+            best = clip.crops.get(tid)
+            if best is not None and best.score >= score:
+                continue
+            x1, y1, x2, y2 = det.xyxy[i].tolist()
+            px, py = (x2 - x1) * pad, (y2 - y1) * pad
+            left, top = max(0, int(x1 - px)), max(0, int(y1 - py))
+            right, bottom = min(w, int(x2 + px + 0.999)), min(h, int(y2 + py + 0.999))
+            if right - left < 2 or bottom - top < 2:
+                continue
+            image = result.image[top:bottom, left:right].copy()
+            clip.crops[tid] = Crop(tid, result.labels.name(int(det.class_id[i])), score, image)
+
+    # ------------------------------------------------------------------ closing clips
+
+    def _close(self, camera: _Camera, closed_by: str, t_to: float) -> ClipJob | None:
+        """The job of ``camera``'s open clip up to ``t_to`` (under ``_lock``); the clip ends."""
+        clip = camera.open
+        if clip is None:
+            return None
+        camera.open = None
+        segment = camera.ring.segment(clip.t_from, t_to)
+        camera.ring.hold(None)
+        return self._job(camera, clip, segment, closed_by)
+
+    def _job(
+        self, camera: _Camera, clip: _OpenClip, segment: Segment | None, closed_by: str
+    ) -> ClipJob | None:
+        if segment is None or not segment.packets:
+            self._metrics.clips_failed.labels(camera=camera.name, reason="no_keyframe").inc()
+            return None
+        wall_offset = time.time() - self._clock()
+        crops = sorted(
+            clip.crops.values(),
+            key=lambda c: (c.tracker_id not in clip.tracker_ids, -c.score),
+        )[: camera.cfg.crop.max_per_clip]
+        return ClipJob(
+            camera=camera.name,
+            camera_dir=camera.dir,
+            clip_id=camera.new_id(segment.t_start + wall_offset),
+            segment=segment,
+            wall_offset=wall_offset,
+            triggers=clip.triggers,
+            triggers_total=clip.triggers_total,
+            classes=clip.classes,
+            tracker_ids=clip.tracker_ids,
+            seq=clip.seq,
+            closed_by=closed_by,
+            crops=crops,
+            jpeg_quality=camera.cfg.crop.jpeg_quality,
+        )
+
+    def _stream_ended(self, name: str, segment: Segment) -> None:
+        """A camera reconnected while a clip was open (its reader thread): write what it had."""
+        with self._lock:
+            camera = self._cameras.get(name)
+            clip = camera.open if camera is not None else None
+            if camera is None or clip is None:
+                return
+            camera.open = None
+            job = self._job(camera, clip, segment, "stream_end")
+        if job is not None:
+            self._enqueue_nowait(job)
+
+    def _due(self, now: float) -> list[ClipJob]:
+        jobs = []
+        with self._lock:
+            for camera in self._cameras.values():
+                clip = camera.open
+                if clip is not None and now >= clip.t_end:
+                    capped = clip.t_end >= clip.t_from + camera.cfg.max_s
+                    job = self._close(camera, "max_s" if capped else "post_s", clip.t_end)
+                    if job is not None:
+                        jobs.append(job)
+                self._metrics.clip_ring_bytes.labels(camera=camera.name).set(camera.ring.nbytes)
+        return jobs
+
+    def _enqueue_nowait(self, job: ClipJob) -> None:
+        job.t_queued = time.monotonic()
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            self._metrics.clips_dropped.labels(camera=job.camera, reason="queue_full").inc()
+            log.warning(
+                "camera %s: clip %s dropped: the clip writer is behind", job.camera, job.clip_id
+            )
+
+    _enqueue = _enqueue_nowait
+
+    # ------------------------------------------------------------------ writer thread
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="clip-writer", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for job in self._due(self._clock()):
+                self._write(job)
+            try:
+                job = self._jobs.get(timeout=_TICK_S)
+            except queue.Empty:
+                continue
+            self._write(job)
+
+    def _write(self, job: ClipJob) -> None:
+        t0 = time.monotonic()
+        try:
+            sidecar = write_clip(job)
+        except ClipWriteError as exc:
+            self._failed(job, exc)
+            return
+        self._metrics.clip_write_seconds.observe(time.monotonic() - t0)
+        self._metrics.clips_written.labels(camera=job.camera).inc()
+        crops = sidecar["crops"]
+        base = f"/clips/{job.camera}/{job.clip_id}"
+        event = ClipEvent(
+            camera=job.camera,
+            seq=job.seq,
+            wall_time=time.time(),
+            clip_id=job.clip_id,
+            start=sidecar["start_unix"],
+            end=sidecar["end_unix"],
+            url=base + ".mp4",
+            label=job.classes[0] if job.classes else "",
+            classes=tuple(job.classes),
+            tracker_ids=tuple(job.tracker_ids),
+            size=sidecar["size"],
+            crop_url=f"/clips/{job.camera}/{crops[0]['file']}" if crops else None,
+        )
+        log.info(
+            "camera %s: clip %s written (%.1f s, %d bytes, %s)",
+            job.camera,
+            job.clip_id,
+            sidecar["duration_s"],
+            sidecar["size"],
+            job.closed_by,
+        )
+        with self._lock:
+            camera = self._cameras.get(job.camera)
+            if camera is not None:
+                camera.announce.append(event)
+        if camera is not None:
+            self._retention(camera)
+
+    def _failed(self, job: ClipJob, exc: ClipWriteError) -> None:
+        self._metrics.clips_failed.labels(camera=job.camera, reason=exc.reason).inc()
+        camera = self._cameras.get(job.camera)
+        now = time.monotonic()
+        if camera is None or now - camera.last_error_log >= _ERROR_LOG_INTERVAL_S:
+            if camera is not None:
+                camera.last_error_log = now
+            log.error(
+                "camera %s: clip %s not written (%s); the camera keeps running "
+                "(one line per %.0f s)",
+                job.camera,
+                job.clip_id,
+                exc,
+                _ERROR_LOG_INTERVAL_S,
+            )
+
+    def _retention(self, camera: _Camera) -> None:
+        cfg = camera.cfg
+        try:
+            deleted, left = enforce(camera.dir, cfg.max_total_gb * 1e9, cfg.max_age_days * 86400.0)
+        except OSError as exc:
+            log.warning("camera %s: clip retention failed: %s", camera.name, exc)
+            return
+        for cid, reason in deleted:
+            self._metrics.clips_deleted.labels(camera=camera.name, reason=reason).inc()
+            log.info("camera %s: clip %s deleted (%s)", camera.name, cid, reason)
+        self._metrics.clips_disk_bytes.labels(camera=camera.name).set(left)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def close(self, timeout_s: float) -> None:
+        """Write every open clip with what its ring holds, then stop the writer thread."""
+        now = self._clock()
+        with self._lock:
+            jobs = [self._close(c, "shutdown", now) for c in self._cameras.values()]
+        for job in jobs:
+            if job is not None:
+                self._enqueue_nowait(job)
+        deadline = time.monotonic() + timeout_s
+        while not self._jobs.empty() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(max(0.1, deadline - time.monotonic()))
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            self._metrics.clips_dropped.labels(camera=job.camera, reason="shutdown").inc()

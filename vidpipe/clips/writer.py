@@ -1,0 +1,160 @@
+"""Writing one clip: the MP4 by stream copy, the best-shot crops and the sidecar, atomically.
+
+Runs on the recorder's writer thread, never on a camera's or the pipeline's threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from vidpipe.capture.remux import write_mp4
+from vidpipe.clips.ring import Segment
+from vidpipe.clips.store import TMP_PREFIX, write_atomic
+from vidpipe.sinks.record import SCHEMA_VERSION, iso_utc
+
+
+@dataclass(slots=True)
+class Crop:
+    """The best (highest-scoring) picture of one track so far."""
+
+    tracker_id: int
+    label: str
+    score: float
+    image: npt.NDArray[np.uint8]
+
+
+@dataclass(slots=True)
+class ClipJob:
+    """Everything needed to write one clip (the recorder fills it when the clip closes).
+
+    ``segment`` times are monotonic; ``wall_offset`` turns them into ``time.time()``.
+    """
+
+    camera: str
+    camera_dir: Path
+    clip_id: str
+    segment: Segment
+    wall_offset: float
+    triggers: list[dict[str, Any]]
+    triggers_total: int
+    classes: list[str]
+    tracker_ids: list[int]
+    seq: int
+    closed_by: str
+    crops: list[Crop] = field(default_factory=list)
+    jpeg_quality: int = 90
+    t_queued: float = 0.0
+
+
+class ClipWriteError(Exception):
+    """Writing failed; ``reason`` is the ``vidpipe_clips_failed`` label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def failure_reason(exc: BaseException) -> str:
+    code = getattr(exc, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "disk_full"
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return "dir_missing"
+    return "write_error"
+
+
+def write_clip(job: ClipJob) -> dict[str, Any]:
+    """Write the clip's MP4, crops and sidecar; the sidecar (what lists the clip) comes last.
+
+    Returns:
+        The sidecar.
+
+    Raises:
+        ClipWriteError: nothing of the clip is left on disk.
+    """
+    d = job.camera_dir
+    mp4 = d / f"{job.clip_id}.mp4"
+    tmp = d / f"{TMP_PREFIX}{job.clip_id}.mp4"
+    written: list[Path] = []
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        n = write_mp4(tmp, job.segment.params, job.segment.packets)
+        if n == 0:
+            raise ClipWriteError("no_keyframe", "no keyframe among the clip's packets")
+        os.replace(tmp, mp4)
+        written.append(mp4)
+        crops = _write_crops(job, written)
+        sidecar = _sidecar(job, mp4.stat().st_size, crops)
+        side = d / f"{job.clip_id}.json"
+        write_atomic(side, json.dumps(sidecar, indent=1).encode())
+        return sidecar
+    except BaseException as exc:
+        for p in [tmp, *written]:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        if isinstance(exc, ClipWriteError):
+            raise
+        if isinstance(exc, (OSError, av.FFmpegError)):
+            raise ClipWriteError(failure_reason(exc), f"{type(exc).__name__}: {exc}") from exc
+        raise
+
+
+def _write_crops(job: ClipJob, written: list[Path]) -> list[dict[str, Any]]:
+    out = []
+    for crop in job.crops:
+        ok, jpeg = cv2.imencode(".jpg", crop.image, [cv2.IMWRITE_JPEG_QUALITY, job.jpeg_quality])
+        if not ok:
+            continue
+        name = f"{job.clip_id}.t{crop.tracker_id}.jpg"
+        path = job.camera_dir / name
+        write_atomic(path, jpeg.tobytes())
+        written.append(path)
+        out.append(
+            {
+                "tracker_id": crop.tracker_id,
+                "label": crop.label,
+                "score": round(crop.score, 5),
+                "file": name,
+                "width": int(crop.image.shape[1]),
+                "height": int(crop.image.shape[0]),
+            }
+        )
+    return out
+
+
+def _sidecar(job: ClipJob, size: int, crops: list[dict[str, Any]]) -> dict[str, Any]:
+    seg = job.segment
+    start = seg.t_start + job.wall_offset
+    end = seg.t_end + job.wall_offset
+    return {
+        "v": SCHEMA_VERSION,
+        "id": job.clip_id,
+        "camera": job.camera,
+        "file": f"{job.clip_id}.mp4",
+        "start": iso_utc(start),
+        "end": iso_utc(end),
+        "start_unix": round(start, 3),
+        "end_unix": round(end, 3),
+        "duration_s": round(seg.t_end - seg.t_start, 3),
+        "size": size,
+        "packets": len(seg.packets),
+        "closed_by": job.closed_by,
+        "triggers": job.triggers,
+        "triggers_total": job.triggers_total,
+        "classes": job.classes,
+        "tracker_ids": job.tracker_ids,
+        "crops": crops,
+        "written": iso_utc(time.time()),
+    }
