@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from vidpipe.config.base import ConfigModel
 
@@ -76,14 +76,18 @@ class ClipsConfig(ConfigModel):
     triggers: ClipTriggers = Field(default_factory=ClipTriggers)
     crop: CropConfig = Field(default_factory=CropConfig)
 
-    @model_validator(mode="after")
-    def _fits(self) -> ClipsConfig:
+    def window_problem(self) -> str | None:
+        """Why ``pre_s``, ``post_s`` and ``max_s`` do not fit together, or None.
+
+        Checked by ``Config`` (after the defaults are merged), so that the message can name
+        the camera.
+        """
         if self.pre_s + self.post_s > self.max_s:
-            raise ValueError(
+            return (
                 f"pre_s + post_s ({self.pre_s:g} + {self.post_s:g} s) must not exceed max_s "
                 f"({self.max_s:g} s)"
             )
-        return self
+        return None
 
 
 _NESTED = ("triggers", "crop")

@@ -181,6 +181,18 @@ class Config(ConfigModel):
         return data
 
     @model_validator(mode="after")
+    def _clip_windows(self) -> Config:
+        # the leading path lets _describe point at the line; the message names the camera
+        problem = self.clips.window_problem()
+        if problem:
+            raise ValueError(f"clips: {problem}")
+        for i, cam in enumerate(self.cameras):
+            problem = cam.clips.window_problem()
+            if problem:
+                raise ValueError(f"cameras[{i}].clips: camera {cam.name!r}: {problem}")
+        return self
+
+    @model_validator(mode="after")
     def _unique_cameras(self) -> Config:
         seen: dict[str, int] = {}
         for i, cam in enumerate(self.cameras):
