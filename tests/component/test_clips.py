@@ -134,11 +134,11 @@ def probe(path: Path) -> tuple[float, dict[str, Any]]:
 def test_two_close_triggers_give_one_clip(tmp_path: Path, walkway: Any) -> None:
     rig = Rig(tmp_path, walkway)
     try:
-        rig.run_until(9.95)
-        first = rig.enter(10.0, track=1)
+        rig.run_until(10.45)
+        first = rig.enter(10.5, track=1)
         assert first.events[-1].kind == "enter"  # no clip to announce yet
-        rig.enter(11.5, track=2)  # while the first clip is open: extends it
-        rig.run_until(14.0)  # 11.5 + post_s 3 = 14.5: still open
+        rig.enter(12.0, track=2)  # while the first clip is open: extends it
+        rig.run_until(14.9)  # 12 + post_s 3 = 15: still open
         time.sleep(0.5)
         assert rig.metric(rig.metrics.clips_written) == 0
         rig.run_until(16.0)
@@ -147,9 +147,10 @@ def test_two_close_triggers_give_one_clip(tmp_path: Path, walkway: Any) -> None:
         rig.recorder.close(5)
     assert [t["tracker_id"] for t in side["triggers"]] == [1, 2]
     assert side["tracker_ids"] == [1, 2] and side["closed_by"] == "post_s"
-    assert [t["offset_s"] for t in side["triggers"]] == [2.0, 3.5]
-    # from the keyframe at or before 10 - pre_s = 8 s, to 11.5 + post_s = 14.5 s
-    assert side["packets"] == 14.5 * 10 - 80 + 1
+    # from the keyframe at or before 10.5 - pre_s = 8.5 s (the one at 8 s), to 12 + 3 = 15 s
+    assert side["packets"] == 150 - 80 + 1
+    # seconds into the file, which starts at that keyframe
+    assert [t["offset_s"] for t in side["triggers"]] == [2.5, 4.0]
     duration, frame = probe(rig.dir / side["file"])
     assert frame["key_frame"] == 1 and frame["pict_type"] == "I"
     assert duration >= 2 + 1.5 + 3

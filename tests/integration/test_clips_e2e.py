@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import free_port, metric, scrape, wait_for
+from tests.integration.test_web_browser import browser  # noqa: F401 (a fixture)
 from tests.rtsp import RtspServer, gst_rtsp_available
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -176,7 +177,8 @@ def test_zone_enter_gives_a_clip_that_starts_on_a_keyframe_and_holds_the_event(
         assert first["key_frame"] == 1 and first["pict_type"] == "I", first
         duration = float(ffprobe(mp4, "-show_entries", "format=duration")["format"]["duration"])
         assert duration >= PRE_S + POST_S - 0.15, side  # frames are 0.1 s apart
-        assert PRE_S - 0.15 <= trig["offset_s"] <= duration, side
+        # the file starts at the keyframe (one a second) at or before trigger - pre_s
+        assert PRE_S - 0.15 <= trig["offset_s"] <= min(duration, PRE_S + 1.15), side
         assert side["start"] <= event["ts"] <= side["end"]
         frames = decodes_cleanly(mp4)
         assert frames == side["packets"]
@@ -257,4 +259,83 @@ def test_camera_lost_mid_clip_closes_the_clip_cleanly(
         assert not list(camera_dir.glob(".tmp-*"))
         text = scrape(port)
         assert metric(text, "vidpipe_clips_written_total", camera="walkway") == 1
+        assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+
+
+def test_status_page_plays_the_clip_and_shows_its_crop_in_chromium(
+    repo_root: Path,
+    assets_dir: Path,
+    tmp_path: Path,
+    run_daemon,
+    rtsp_ok: None,
+    browser,  # noqa: F811 (the fixture imported above)
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    clips_dir = tmp_path / "clips"
+    port = free_port()
+    with RtspServer(assets_dir / "videos", loop=True) as server:
+        config = walkway_config(repo_root, assets_dir, server.url(PERSON), clips_dir)
+        config["http"] = {"port": port, "token": TOKEN}
+        daemon = run_daemon(config)
+
+        def written() -> bool:
+            assert daemon.proc.poll() is None, daemon.log()[-3000:]
+            return bool(sidecars(clips_dir / "walkway"))
+
+        wait_for(written, 200, "a clip")
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_for(lambda: browser.current_url.endswith("/login"), 10, "the login form")
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_for(lambda: browser.current_url.endswith(f":{port}/"), 10, "the status page")
+        wait_for(
+            lambda: browser.find_elements(
+                By.CSS_SELECTOR, '#clips .clip-camera[data-camera="walkway"] figure.clip'
+            ),
+            20,
+            "the walkway's clip on the status page",
+        )
+        fig = browser.find_element(By.CSS_SELECTOR, "#clips figure.clip")
+        video = fig.find_element(By.TAG_NAME, "video")
+        crop = fig.find_element(By.CSS_SELECTOR, "img.crop")
+        browser.execute_script("arguments[0].play()", video)
+        wait_for(
+            lambda: browser.execute_script("return arguments[0].readyState", video) >= 2,
+            20,
+            "the clip's first frames (readyState >= 2)",
+        )
+        t0 = browser.execute_script("return arguments[0].currentTime", video)
+        wait_for(
+            lambda: browser.execute_script("return arguments[0].currentTime", video) > t0 + 0.5,
+            20,
+            "the clip to play (currentTime advances)",
+        )
+        assert browser.execute_script("return arguments[0].error", video) is None
+        assert browser.execute_script("return arguments[0].videoWidth", video) == 768
+        wait_for(
+            lambda: browser.execute_script("return arguments[0].naturalWidth", crop) > 0,
+            20,
+            "the crop image",
+        )
+        # seek to the trigger (a range request) so that the screenshot shows the event
+        (side,) = sidecars(clips_dir / "walkway")[:1]
+        offset = side["triggers"][0]["offset_s"]
+        browser.execute_script(
+            "arguments[0].pause(); arguments[0].currentTime = arguments[1]", video, offset
+        )
+        wait_for(
+            lambda: browser.execute_script(
+                "const v = arguments[0]; return !v.seeking && v.readyState >= 2"
+                " && Math.abs(v.currentTime - arguments[1]) < 0.2",
+                video,
+                offset,
+            ),
+            20,
+            "the seek to the trigger",
+        )
+        browser.execute_script("document.getElementById('clips').scrollIntoView()")
+        docs = repo_root / "docs"
+        docs.mkdir(exist_ok=True)
+        browser.save_screenshot(str(docs / "clips-status-page.png"))
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]

@@ -50,6 +50,7 @@ class _OpenClip:
     t_end: float  # last trigger + post_s, capped at t_from + max_s
     seq: int
     triggers: list[dict[str, Any]] = field(default_factory=list)
+    trigger_times: list[float] = field(default_factory=list)  # monotonic, one per trigger
     triggers_total: int = 0
     seen: set[tuple[str, int]] = field(default_factory=set)
     classes: list[str] = field(default_factory=list)
@@ -211,7 +212,6 @@ class ClipRecorder:
             camera.ring.hold(clip.t_from)
         clip.t_end = min(max(clip.t_end, t + cfg.post_s), clip.t_from + cfg.max_s)
         clip.seq = result.seq
-        offset = round(t - clip.t_from, 3)
         for hit in hits:
             clip.triggers_total += 1
             tid = hit.get("tracker_id")
@@ -220,7 +220,8 @@ class ClipRecorder:
                 continue
             clip.seen.add(key)
             if len(clip.triggers) < _MAX_TRIGGERS:
-                clip.triggers.append({**hit, "offset_s": offset})
+                clip.triggers.append(hit)
+                clip.trigger_times.append(t)
             if hit["label"] not in clip.classes:
                 clip.classes.append(hit["label"])
             if tid is not None and tid not in clip.tracker_ids:
@@ -276,7 +277,11 @@ class ClipRecorder:
             clip_id=camera.new_id(segment.t_start + wall_offset),
             segment=segment,
             wall_offset=wall_offset,
-            triggers=clip.triggers,
+            # where in the file each trigger is: the file starts at the keyframe before t_from
+            triggers=[
+                {**hit, "offset_s": round(t - segment.t_start, 3)}
+                for hit, t in zip(clip.triggers, clip.trigger_times, strict=True)
+            ],
             triggers_total=clip.triggers_total,
             classes=clip.classes,
             tracker_ids=clip.tracker_ids,
