@@ -15,9 +15,21 @@ variant's budget (``BUDGETS``) holds. This module must not import ``vidpipe.benc
 from __future__ import annotations
 
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Any
 
 _WHOLE = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
+
+_CLIPS = {
+    "enabled": True,
+    "pre_s": 5,
+    "post_s": 2,
+    "max_s": 10,
+    "dir": str(Path(tempfile.gettempdir()) / "vidpipe-bench-clips"),
+    "max_total_gb": 1,
+    "triggers": {"classes": ["person", "car", "bottle"], "min_score": 0.3},
+}
 
 #: contender name -> fields merged into every camera's config.
 CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
@@ -38,13 +50,22 @@ CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
             {"name": "horizontal", "coords": "normalized", "points": [[0.0, 0.5], [1.0, 0.5]]},
         ],
     },
+    # event clips on every camera, recording all the time: a detection of any of the clips'
+    # classes triggers, so the ring holds the open clip and a clip is cut every max_s
+    "vidpipe-clips": {"clips": _CLIPS},
 }
+# the same with tracking, zones and lines, where crops are made too (against vidpipe-track)
+CAMERA_VARIANTS["vidpipe-track-clips"] = {**CAMERA_VARIANTS["vidpipe-track"], "clips": _CLIPS}
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
-#: must not lower throughput by more than 5 %).
-BUDGETS: dict[str, float] = {"vidpipe-track": 0.95}
+#: must not lower throughput by more than 5 %; issue 16: clips by 3 %).
+BUDGETS: dict[str, float] = {"vidpipe-track": 0.95, "vidpipe-clips": 0.97}
 
-LABELS: dict[str, str] = {"vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)"}
+LABELS: dict[str, str] = {
+    "vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)",
+    "vidpipe-clips": "vidpipe, event clips recording all the time (A/B)",
+    "vidpipe-track-clips": "vidpipe-track + event clips and crops (A/B against vidpipe)",
+}
 
 
 def _by_repeat(
