@@ -339,3 +339,47 @@ def test_status_page_plays_the_clip_and_shows_its_crop_in_chromium(
         docs.mkdir(exist_ok=True)
         browser.save_screenshot(str(docs / "clips-status-page.png"))
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+
+
+def test_kill_9_leaves_no_half_written_clip_listed_and_restart_cleans_up(
+    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, rtsp_ok: None
+) -> None:
+    clips_dir = tmp_path / "clips"
+    camera_dir = clips_dir / "walkway"
+    port = free_port()
+    with RtspServer(assets_dir / "videos", loop=True) as server:
+        # every person detection triggers: a clip is cut every 3 s, written while others open
+        config = walkway_config(
+            repo_root, assets_dir, server.url(PERSON), clips_dir, pre_s=1, post_s=1, max_s=3
+        )
+        config["cameras"][0]["clips"]["triggers"]["classes"] = ["person"]
+        config["http"] = {"port": port}
+        daemon = run_daemon(config)
+        wait_for(lambda: len(sidecars(camera_dir)) >= 2, 200, "two clips")
+        daemon.proc.kill()  # SIGKILL: no clean-up at all
+        daemon.proc.wait(10)
+        camera_dir.joinpath(".tmp-20260101-000000-000.mp4").write_bytes(b"\x00" * 4096)
+        # a clip whose sidecar never came (killed between the MP4's rename and the sidecar's)
+        orphan = camera_dir / "20260101-000000-001.mp4"
+        orphan.write_bytes(b"\x00" * 4096)
+
+        restarted = run_daemon(config)
+        wait_for(
+            lambda: (
+                (not list(camera_dir.glob(".tmp-*")) and not orphan.exists())
+                or restarted.proc.poll() is not None
+            ),
+            60,
+            "the unfinished files to be removed at start-up",
+        )
+        wait_for(lambda: http(port, "/api/clips", token=None)[0] == 200, 60, "the HTTP server")
+        listing = json.loads(http(port, "/api/clips", token=None)[1])
+        listed = [c for cam in listing["cameras"] for c in cam["clips"]]
+        assert listed, listing
+        for clip in listed:  # every listed clip is whole: its size, and it decodes
+            mp4 = camera_dir / clip["file"]
+            assert mp4.stat().st_size == clip["size"]
+            assert decodes_cleanly(mp4) == clip["packets"]
+        assert orphan.name not in [c["file"] for c in listed] and not orphan.exists()
+        assert http(port, f"/clips/walkway/{orphan.name}", token=None)[0] == 404
+        assert restarted.terminate(30) == 0, restarted.log()[-3000:]

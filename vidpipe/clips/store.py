@@ -51,13 +51,19 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def clean_temp(camera_dir: Path) -> int:
-    """Remove temporary files left by a crash during a write; how many were removed."""
+    """Remove what a crash during a write left: temporary files, and the files of a clip whose
+    sidecar was never written. How many files were removed."""
     n = 0
     with contextlib.suppress(FileNotFoundError):
-        for p in camera_dir.iterdir():
-            if p.name.startswith(TMP_PREFIX):
+        names = [p.name for p in camera_dir.iterdir()]
+        complete = {
+            m["id"] for name in names if (m := CLIP_FILE.fullmatch(name)) and m["part"] == ".json"
+        }
+        for name in names:
+            m = CLIP_FILE.fullmatch(name)
+            if name.startswith(TMP_PREFIX) or (m is not None and m["id"] not in complete):
                 with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
+                    (camera_dir / name).unlink()
                     n += 1
     return n
 
