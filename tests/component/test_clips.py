@@ -251,7 +251,7 @@ def test_ring_holds_pre_s_back_to_a_keyframe_and_counts_its_limit(
         assert seg is not None and seg.packets[0].keyframe
         assert rig.ring.nbytes <= 0.05 * 1024 * 1024
         assert rig.metric(rig.metrics.clip_ring_overflow) > 0
-        small = Rig(tmp_path / "b", walkway)  # default 32 MB: pre_s rules
+        small = Rig(tmp_path / "b", walkway)  # default buffer_mb: pre_s rules
         small.run_until(12.0)
         seg = small.ring.segment(10.0, 12.0)
         assert seg is not None and seg.t_start == 10.0 and seg.packets[0].keyframe

@@ -67,11 +67,11 @@ class ClipsConfig(ConfigModel):
     )
     max_age_days: float = Field(7.0, gt=0, description="clips older than this are deleted")
     buffer_mb: float = Field(
-        32.0,
+        64.0,
         gt=0,
         le=4096,
-        description="ring-buffer limit per camera (pre-roll and the open clip); reaching it "
-        "drops the oldest packets and is counted",
+        description="ring-buffer limit per camera: the pre-roll, and the open clip (64 MB hold "
+        "pre_s + max_s = 125 s at 4 Mbit/s); reaching it drops the oldest packets, counted",
     )
     triggers: ClipTriggers = Field(default_factory=ClipTriggers)
     crop: CropConfig = Field(default_factory=CropConfig)
