@@ -236,6 +236,7 @@ class ClipEvent:
         tracker_ids: the tracks of its triggers.
         size: bytes of the MP4 file.
         crop_url: the best-shot crop's URL, or None.
+        crop_file: that crop's file on this machine (not in the record), or None.
     """
 
     camera: str
@@ -250,6 +251,7 @@ class ClipEvent:
     tracker_ids: tuple[int, ...]
     size: int
     crop_url: str | None = None
+    crop_file: str | None = None
     kind: str = "clip"
 
 

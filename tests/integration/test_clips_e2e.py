@@ -139,7 +139,15 @@ def test_zone_enter_gives_a_clip_that_starts_on_a_keyframe_and_holds_the_event(
     with RtspServer(assets_dir / "videos", loop=True) as server:
         config = walkway_config(repo_root, assets_dir, server.url(PERSON), clips_dir)
         config["http"] = {"port": port, "token": TOKEN}
-        config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
+        config["sinks"] = [
+            {"type": "jsonl", "path": str(out), "only_with_detections": True},
+            {
+                "type": "snapshot",
+                "dir": str(tmp_path / "snaps"),
+                "min_interval_s": 60,
+                "crop": True,
+            },
+        ]
         daemon = run_daemon(config)
 
         def clip_announced() -> bool:
@@ -186,7 +194,13 @@ def test_zone_enter_gives_a_clip_that_starts_on_a_keyframe_and_holds_the_event(
 
         # the crop: the best shot of the triggering track, a real JPEG
         crop = next(c for c in side["crops"] if c["tracker_id"] == event["tracker_id"])
-        assert (camera_dir / crop["file"]).read_bytes()[:3] == b"\xff\xd8\xff"
+        crop_bytes = (camera_dir / crop["file"]).read_bytes()
+        assert crop_bytes[:3] == b"\xff\xd8\xff"
+        # the snapshot sink (crop: true) has a copy of the clip's best crop
+        snap = tmp_path / "snaps" / "walkway" / f"walkway-clip-{side['id']}.jpg"
+        wait_for(snap.exists, 10, "the crop in the snapshot sink")
+        best = camera_dir / side["crops"][0]["file"]
+        assert snap.read_bytes() == best.read_bytes()
 
         # served with byte ranges, behind the token; unknown ids and path tricks are 404
         status, body, _ = http(port, clip_rec["url"])

@@ -369,6 +369,7 @@ class ClipRecorder:
             tracker_ids=tuple(job.tracker_ids),
             size=sidecar["size"],
             crop_url=f"/clips/{job.camera}/{crops[0]['file']}" if crops else None,
+            crop_file=str(job.camera_dir / crops[0]["file"]) if crops else None,
         )
         log.info(
             "camera %s: clip %s written (%.1f s, %d bytes, %s)",

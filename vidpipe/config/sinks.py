@@ -47,6 +47,9 @@ class SnapshotSinkConfig(SinkConfigBase):
     jpeg_quality: int = Field(85, ge=1, le=100)
     keep_last: int = Field(100, ge=1, description="files kept per camera")
     queue_size: int = Field(8, ge=1, description="bounded queue; oldest dropped when full")
+    crop: bool = Field(
+        False, description="also write each event clip's best-shot crop (cameras with clips)"
+    )
 
 
 class MqttTlsConfig(ConfigModel):

@@ -92,6 +92,7 @@ def _snapshot(name: str, cfg: SnapshotSinkConfig, ctx: SinkContext) -> Sink:
         draw=ctx.draw,
         min_interval_s=cfg.min_interval_s,
         jpeg_quality=cfg.jpeg_quality,
+        crop=cfg.crop,
         keep_last=cfg.keep_last,
         queue_size=cfg.queue_size,
     )

@@ -21,7 +21,7 @@ import numpy as np
 
 from vidpipe.labels import Labels
 from vidpipe.sinks.paths import safe_join, safe_name
-from vidpipe.types import Detections, FrameResult
+from vidpipe.types import ClipEvent, Detections, FrameResult
 
 #: ``draw(image, detections, labels) -> annotated image`` (postprocess.draw.draw_detections).
 DrawFn = Callable[[np.ndarray, Detections, Labels], np.ndarray]
@@ -72,6 +72,7 @@ class SnapshotSink:
         jpeg_quality: 1-100.
         keep_last: numbered files kept per camera (``latest.jpg`` not counted).
         queue_size: capacity of the sink's queue in the pool.
+        crop: also copy each clip event's best-shot crop, as ``<camera>-clip-<id>.jpg``.
     """
 
     wants_images = True
@@ -86,6 +87,7 @@ class SnapshotSink:
         jpeg_quality: int = 85,
         keep_last: int = 100,
         queue_size: int = 8,
+        crop: bool = False,
     ) -> None:
         if keep_last < 1:
             raise ValueError(f"keep_last must be >= 1, got {keep_last}")
@@ -98,6 +100,7 @@ class SnapshotSink:
         self._keep_last = keep_last
         self._cameras: dict[str, _CameraFiles] = {}
         self._last_t: dict[str, float] = {}
+        self._crop = crop
 
     def handle(self, result: FrameResult) -> None:
         """Write a snapshot of ``result`` if it has detections and its camera is due.
@@ -107,6 +110,8 @@ class SnapshotSink:
             OSError: the files cannot be written.
             RuntimeError: JPEG encoding failed.
         """
+        if self._crop:
+            self._write_crops(result)
         if len(result.detections) == 0:
             return
         last = self._last_t.get(result.camera)
@@ -126,6 +131,16 @@ class SnapshotSink:
         self._last_t[result.camera] = result.t_capture
         self._prune(cam, path)
 
+    def _write_crops(self, result: FrameResult) -> None:
+        for event in result.events:
+            if isinstance(event, ClipEvent) and event.crop_file is not None:
+                cam = self._camera(result.camera)
+                cam.directory.mkdir(parents=True, exist_ok=True)
+                data = Path(event.crop_file).read_bytes()
+                path = cam.directory / f"{cam.safe}-clip-{event.clip_id}.jpg"
+                atomic_write(path, data)
+                self._prune(cam, path)  # keep_last counts crops too
+
     def close(self) -> None:
         """Nothing is buffered; present for the Sink protocol. Idempotent."""
 
@@ -142,7 +157,7 @@ class SnapshotSink:
         if cam is None:
             safe = safe_name(camera)
             cam = _CameraFiles(safe, safe_join(self._directory, safe))
-            pattern = re.compile(re.escape(safe) + r"-\d+\.jpg")
+            pattern = re.compile(re.escape(safe) + r"-(?:\d+|clip-[\d-]+)\.jpg")
             with contextlib.suppress(FileNotFoundError):
                 found = [p for p in cam.directory.iterdir() if pattern.fullmatch(p.name)]
                 cam.files.extend(sorted(found, key=_mtime))
