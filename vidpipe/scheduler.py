@@ -136,6 +136,10 @@ class Scheduler:
         """Start postprocessing and, with a hub, the scheduler thread that reads it."""
         self._postprocess_thread = self._spawn("postprocess", self._postprocess_loop)
         if hub is not None:
+            import os  # EXPERIMENT
+
+            k = int(os.environ.get("VIDPIPE_AHEAD", "0"))
+            hub.set_ahead_limit(k or None)
             self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))
 
     @staticmethod
