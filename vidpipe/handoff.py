@@ -11,8 +11,8 @@ Each camera owns one ``Mailbox`` with room for a single frame. Two policies:
 ``FrameHub`` joins the mailboxes and hands frames out round-robin across cameras, so one busy
 camera can never starve another.
 
-Two costs this module avoids (``vidpipe bench``, naive loop against vidpipe, and the notes of
-issue 14 show both):
+Two costs this module avoids (measured with ``vidpipe bench``, vidpipe against the naive
+loop; README "Performance"):
 
 * **Decoding ahead of need.** Without a limit every file camera keeps one decoded frame
   waiting, so at 8 cameras 8 frames wait on top of those in inference, and by Little's law

@@ -62,12 +62,23 @@ class Readers:
             t.join(5)
 
 
+def counted_take(hub: FrameHub, readers: Readers, timeout_s: float) -> Frame | None:
+    """``hub.take``, with the count lowered before the hub's lock is let go: a reader that
+    the take lets in cannot count itself before the taken frame is uncounted."""
+    with hub.lock:
+        frame = hub._take_locked()
+        if frame is None and hub.ready.wait(timeout_s):
+            frame = hub._take_locked()
+        if frame is not None:
+            readers.taken()
+        return frame
+
+
 def consume(readers: Readers, frames: int, infer_s: float = 0.001) -> Counter[str]:
     per_camera: Counter[str] = Counter()
     while sum(per_camera.values()) < frames:
-        frame = readers.hub.take(1.0)
+        frame = counted_take(readers.hub, readers, 1.0)
         assert frame is not None, "the scheduler got no frame for 1 s"
-        readers.taken()
         per_camera[frame.camera] += 1
         time.sleep(infer_s)
     return per_camera
@@ -127,3 +138,39 @@ def test_a_stopped_reader_leaves_the_queue() -> None:
 def test_bad_ahead_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="ahead limit"):
         FrameHub().set_ahead_limit(0)
+
+
+def test_the_scheduler_limits_file_cameras_decoding_ahead(assets_dir) -> None:
+    """With a real OpenVINO request pool: at most ``decode_ahead`` cameras decode ahead."""
+    from vidpipe.config import OpenVINOConfig
+    from vidpipe.infer.openvino import OpenVINOBackend
+    from vidpipe.metrics import Metrics
+    from vidpipe.model import load_labels
+    from vidpipe.postprocess.decode import DECODERS, DecodeParams
+    from vidpipe.scheduler import CameraRules, Scheduler
+
+    backend = OpenVINOBackend(assets_dir / "models" / "yolox_nano.onnx", OpenVINOConfig())
+    hub = FrameHub()
+    done: list[str] = []
+    engine = Scheduler(
+        backend,
+        DECODERS["yolox"],
+        load_labels(assets_dir / "models" / "coco80.txt"),
+        Metrics(),
+        lambda r: done.append(r.camera),
+        default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
+        iou_threshold=0.45,
+        max_frame_age_s=60.0,
+    )
+    assert engine.decode_ahead == max(2, backend.capacity // 2)
+    readers = Readers(hub, 6, decode_s=0.0)
+    hub.take = lambda timeout_s: counted_take(hub, readers, timeout_s)  # type: ignore[method-assign]
+    engine.start(hub)
+    with readers:
+        deadline = time.monotonic() + 30
+        while len(done) < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    engine.close(10)
+    assert len(done) >= 60
+    assert readers.most_holding <= engine.decode_ahead
+    assert len(set(done)) == 6
