@@ -1,4 +1,5 @@
-"""``vidpipe bench --suite smoke`` end to end: real contenders, real model, a real subprocess.
+"""``python -m benchmarks --suite smoke`` (``vidpipe bench`` with the peer contenders of
+``benchmarks/`` registered) end to end: real contenders, real model, a real subprocess.
 
 Only the shape of what it writes is checked (keys, types, positive fps, the Markdown and the
 PNG); timings are never asserted, the machine may be busy.
@@ -14,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.precision import effective_precision, forced_precision
+
 pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +31,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tup
         [
             sys.executable,
             "-m",
-            "vidpipe.cli",
-            "bench",
+            "benchmarks",
             "--suite",
             "smoke",
             "--contenders",
@@ -42,11 +46,13 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tup
             str(result_json),
             "--out",
             str(out),
+            *(["--precision", forced] if (forced := forced_precision()) else []),
         ],
         capture_output=True,
         text=True,
         timeout=110,
         env=env,
+        cwd=REPO,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -66,10 +72,10 @@ def test_json_has_every_section(smoke_run: tuple[Path, str]) -> None:
         "targets",
         "options",
         "command",
-        "model_api_status",
+        "unavailable",
     ):
         assert key in doc, key
-    assert doc["precision"] in ("f32", "bf16", "f16")
+    assert doc["precision"] == effective_precision()
     assert isinstance(doc["machine"]["cores"], int) and doc["machine"]["cores"] >= 1
     assert isinstance(doc["machine"]["cpu_model"], str)
     assert doc["clips"]["car-detection.mp4"]["width"] == 768

@@ -30,6 +30,7 @@ from tests.integration.conftest import (
     scrape_soon,
     wait_for,
 )
+from tests.precision import with_precision
 from vidpipe.config import parse_config
 from vidpipe.daemon import Daemon
 from vidpipe.infer.openvino import OpenVINOBackend
@@ -338,14 +339,16 @@ def test_failing_callbacks_are_counted_and_every_slot_comes_back(
     videos = assets_dir / "videos"
     cfg = parse_config(
         json.dumps(
-            {
-                "model": {
-                    "path": str(assets_dir / "models" / "yolox_nano.onnx"),
-                    "labels": str(assets_dir / "models" / "coco80.txt"),
-                },
-                "http": {"enabled": False},
-                "cameras": [{"name": "street", "url": str(videos / f"{CAR}.mp4")}],
-            }
+            with_precision(
+                {
+                    "model": {
+                        "path": str(assets_dir / "models" / "yolox_nano.onnx"),
+                        "labels": str(assets_dir / "models" / "coco80.txt"),
+                    },
+                    "http": {"enabled": False},
+                    "cameras": [{"name": "street", "url": str(videos / f"{CAR}.mp4")}],
+                }
+            )
         )
     )
     daemon = Daemon(cfg)

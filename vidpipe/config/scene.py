@@ -11,19 +11,15 @@ import re
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from vidpipe.config.base import ConfigModel as _Model
+
 Point = tuple[float, float]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")

@@ -9,17 +9,19 @@ live track only and dropped when the track ends, so it is bounded by the number 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.labels import Labels
 from vidpipe.track.geometry import (
     FloatArray,
     anchor_points,
     crosses_segment,
+    into_frame,
     points_in_polygon,
     signed_distance,
 )
@@ -58,15 +60,11 @@ class FrameInfo:
     t_capture: float
 
 
-def _label(labels: Sequence[str], cid: int) -> str:
-    return labels[cid] if 0 <= cid < len(labels) else str(cid)
-
-
 def _track_event(
     kind: str,
     frame: FrameInfo,
     where: str,
-    labels: Sequence[str],
+    labels: Labels,
     tid: int,
     cid: int,
     point: tuple[float, float],
@@ -81,7 +79,7 @@ def _track_event(
         where=where,
         tracker_id=tid,
         class_id=cid,
-        label=_label(labels, cid),
+        label=labels.name(cid),
         point=point,
         **extra,
     )
@@ -125,19 +123,25 @@ class ZoneWatch:
         class_ids: classes that count; None: every class.
         anchor: ``"bottom_center"`` or ``"center"`` of each box.
         min_frames: observations in a row that make an enter or a leave.
+        frame_size: ``(width, height)`` the polygon was resolved for; anchors are moved into
+            the frame (``geometry.into_frame``) so that a zone drawn to the frame's edge
+            contains boxes clipped to it.
     """
 
     def __init__(
         self,
-        camera_labels: Sequence[str],
+        camera_labels: Labels,
         name: str,
         polygon: FloatArray,
         class_ids: frozenset[int] | None,
         anchor: str,
         min_frames: int = 1,
+        *,
+        frame_size: tuple[int, int],
     ) -> None:
         self.name = name
         self.polygon = polygon
+        self.frame_size = frame_size
         self.class_ids = class_ids
         self.anchor = anchor
         self.min_frames = min_frames
@@ -151,7 +155,7 @@ class ZoneWatch:
         keep = _eligible(obs, self.class_ids)
         if keep.any():
             pts = anchor_points(obs.xyxy[keep], self.anchor)
-            inside = points_in_polygon(pts, self.polygon)
+            inside = points_in_polygon(into_frame(pts, *self.frame_size), self.polygon)
             for tid, cid, pt, now_in in zip(
                 obs.tracker_id[keep].tolist(),
                 obs.class_id[keep].tolist(),
@@ -249,7 +253,7 @@ class LineWatch:
 
     def __init__(
         self,
-        camera_labels: Sequence[str],
+        camera_labels: Labels,
         name: str,
         a: FloatArray,
         b: FloatArray,
