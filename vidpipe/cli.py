@@ -1,4 +1,4 @@
-"""Command line: run / check / detect. Turns errors into exit codes.
+"""Command line: run / check / detect / optimize. Turns errors into exit codes.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad config / model / arguments.
 """
@@ -321,8 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=lambda a: EXIT_FAIL)  # never reached: main() hands bench-gpu over
     from vidpipe.bench.cli import add_parser  # light: the harness itself is imported on use
+    from vidpipe.optimize.cli import add_parser as add_optimize  # nncf is imported on use
 
     add_parser(sub)
+    add_optimize(sub)
     return parser
 
 

@@ -1,0 +1,150 @@
+"""INT8 post-training quantization with NNCF, and the model-side helpers it needs.
+
+``nncf`` is imported inside the functions that use it (the ``vidpipe[optimize]`` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from vidpipe.optimize.agreement import Agreement
+from vidpipe.optimize.frames import Progress, Sample
+from vidpipe.postprocess.decode import DecodeParams, Decoder
+from vidpipe.postprocess.pipeline import postprocess
+from vidpipe.types import Detections
+
+#: Score threshold of the detections compared (the agreement rule's weak side).
+DECODE_THRESHOLD = 0.25
+METHODS = ("accuracy-control", "plain")
+
+
+class OptimizeError(Exception):
+    """``vidpipe optimize`` cannot go on; the message says why and what to do."""
+
+
+def import_nncf() -> Any:
+    """``nncf``, or a clear error naming the extra that installs it."""
+    try:
+        import nncf
+    except ImportError:
+        raise OptimizeError(
+            "vidpipe optimize needs NNCF: pip install 'vidpipe[optimize]'"
+        ) from None
+    return nncf
+
+
+def prediction_layers(model: ov.Model) -> list[str]:
+    """The last convolutions (or MatMuls) before each output: the detection head's
+    prediction layers, found by walking back from the results (their friendly names)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack: list[Any] = list(model.get_results())
+    while stack:
+        node = stack.pop()
+        for port in node.inputs():
+            src = port.get_source_output().get_node()
+            name = src.get_friendly_name()
+            if name in seen:
+                continue
+            seen.add(name)
+            if src.get_type_name() in ("Convolution", "GroupConvolution", "MatMul"):
+                found.add(name)
+            elif src.get_type_name() != "Constant":
+                stack.append(src)
+    return sorted(found)
+
+
+class Detector:
+    """A compiled model turning one ``Sample`` into detections in frame pixels."""
+
+    def __init__(
+        self,
+        compiled: ov.CompiledModel,
+        decoder: Decoder,
+        params: DecodeParams,
+        iou_threshold: float,
+    ) -> None:
+        self.compiled = compiled
+        self.decoder = decoder
+        self.params = params
+        self.iou_threshold = iou_threshold
+
+    def __call__(self, sample: Sample) -> Detections:
+        return detect(self.compiled, sample, self.decoder, self.params, self.iou_threshold)
+
+
+def detect(
+    compiled: Any, sample: Sample, decoder: Decoder, params: DecodeParams, iou_threshold: float
+) -> Detections:
+    """Detections of one sample by any compiled model (the callable OpenVINO form)."""
+    outputs = compiled({0: sample.tensor})
+    first = [np.asarray(outputs[i])[0] for i in range(len(outputs))]
+    return postprocess(first, sample.letterbox, decoder, params, iou_threshold)
+
+
+def agreement(
+    reference: Sequence[Detections],
+    candidate: Callable[[Sample], Detections],
+    samples: Sequence[Sample],
+    labels: Sequence[str],
+) -> Agreement:
+    """The agreement rule over ``samples`` (``reference[i]`` belongs to ``samples[i]``)."""
+    result = Agreement()
+    for ref, sample in zip(reference, samples, strict=True):
+        result.add(ref, candidate(sample), labels)
+    return result
+
+
+def quantize(
+    model: ov.Model,
+    calibration: Sequence[Sample],
+    method: str,
+    validation: Sequence[tuple[Sample, Detections]],
+    decode: tuple[Decoder, DecodeParams, float],
+    labels: Sequence[str],
+    gate: float,
+    progress: Progress,
+) -> ov.Model:
+    """An INT8 copy of ``model``.
+
+    ``plain`` quantizes every layer but the detection head's prediction layers (a 0-255
+    class score or box is what the rule compares). ``accuracy-control`` does the same, then
+    has NNCF give layers back to floating point, most harmful first, until the agreement on
+    ``validation`` (recall and precision both) reaches ``gate``.
+    """
+    nncf = import_nncf()
+    dataset = nncf.Dataset([s.tensor for s in calibration])
+    ignored = nncf.IgnoredScope(names=prediction_layers(model), validate=False)
+    common = {
+        "subset_size": len(calibration),
+        "ignored_scope": ignored,
+        "fast_bias_correction": True,
+    }
+    if method == "plain":
+        progress(f"quantizing: calibrating on {len(calibration)} frames (NNCF)")
+        return nncf.quantize(model, dataset, **common)
+    decoder, params, iou = decode
+
+    def validate(compiled: Any, items: Any) -> float:
+        result = Agreement()
+        for sample, ref in items:
+            result.add(ref, detect(compiled, sample, decoder, params, iou), labels)
+        return min(result.recall, result.precision)
+
+    progress(
+        f"quantizing with accuracy control: calibrating on {len(calibration)} frames, "
+        f"tuning on {len(validation)} (NNCF; this takes minutes)"
+    )
+    return nncf.quantize_with_accuracy_control(
+        model,
+        dataset,
+        nncf.Dataset(list(validation), lambda item: item[0].tensor),
+        validate,
+        max_drop=1.0 - gate,
+        drop_type=nncf.DropType.ABSOLUTE,
+        **common,
+    )

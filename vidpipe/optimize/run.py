@@ -1,0 +1,207 @@
+"""The steps of ``vidpipe optimize``: frames, reference, INT8, agreement, speed, report."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import openvino as ov
+
+from vidpipe.config import Config
+from vidpipe.model import load_labels
+from vidpipe.optimize import frames, quantize, speed
+from vidpipe.optimize.agreement import Agreement
+from vidpipe.optimize.quantize import DECODE_THRESHOLD, Detector, OptimizeError
+from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What ``vidpipe optimize`` was asked for (see ``vidpipe optimize --help``)."""
+
+    output: Path
+    sources: tuple[str, ...]  # empty: the configured cameras
+    frames: int = 300
+    gate: float = 0.95
+    method: str = "accuracy-control"
+    force: bool = False
+    speed_s: float = 10.0
+
+
+def _input_size(model: ov.Model, path: Path) -> tuple[int, int]:
+    """``(width, height)`` of a one-input f32 NCHW image model."""
+    if len(model.inputs) != 1:
+        raise OptimizeError(f"model {path}: expected one input, found {len(model.inputs)}")
+    shape = model.input().get_partial_shape()
+    if shape.rank.is_dynamic or shape.rank.get_length() != 4 or not shape[1].is_static:
+        raise OptimizeError(f"model {path}: expected an NCHW image input, got {shape}")
+    if shape[1].get_length() != 3 or not (shape[2].is_static and shape[3].is_static):
+        raise OptimizeError(f"model {path}: expected a static 3-channel NCHW input, got {shape}")
+    return shape[3].get_length(), shape[2].get_length()
+
+
+def _sources(cfg: Config, options: Options) -> list[str]:
+    if options.sources:
+        return list(options.sources)
+    urls = [cam.url for cam in cfg.cameras if cam.enabled]
+    if not urls:
+        raise OptimizeError("no frames to calibrate on: pass clips, or configure cameras")
+    return urls
+
+
+def _machine() -> dict[str, str]:
+    core = ov.Core()
+    return {
+        "cpu": str(core.get_property("CPU", "FULL_DEVICE_NAME")),
+        "cpu_capabilities": " ".join(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")),
+        "arch": platform.machine(),
+    }
+
+
+def _versions() -> dict[str, str]:
+    out = {"openvino": ov.get_version()}
+    for package in ("nncf", "vidpipe"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[str, Any]:
+    """Run every step; write the INT8 IR and its report unless the gate refuses it.
+
+    Returns:
+        The report (also written as ``<output>.json`` beside the model).
+
+    Raises:
+        OptimizeError: the gate refused the model (nothing written), or a step cannot run.
+    """
+    if options.output.suffix != ".xml":
+        raise OptimizeError(f"output {options.output}: an OpenVINO IR name ends in .xml")
+    core = ov.Core()
+    model = core.read_model(str(cfg.model.path))
+    if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
+        raise OptimizeError(f"model {cfg.model.path} is quantized already: give the float one")
+    width, height = _input_size(model, cfg.model.path)
+    labels = load_labels(cfg.model.labels, 1000)
+    decode: tuple[Decoder, DecodeParams] = (
+        DECODERS[cfg.model.type],
+        DecodeParams(width, height, DECODE_THRESHOLD),
+    )
+    iou = cfg.model.iou_threshold
+    samples = frames.collect(_sources(cfg, options), options.frames, width, height, progress)
+    sets = frames.split(samples, options.method == "accuracy-control")
+    if not sets.calibration or not sets.test:
+        raise OptimizeError(f"only {len(samples)} frame(s): need at least 2")
+
+    f32 = Detector(speed.compile_model(core, model, "f32"), *decode, iou)
+    progress(f"reference: the f32 model on {len(sets.validation) + len(sets.test)} frames")
+    validation = [(s, f32(s)) for s in sets.validation]
+    reference = [f32(s) for s in sets.test]
+    int8 = quantize.quantize(
+        model.clone(),
+        sets.calibration,
+        options.method,
+        validation,
+        (*decode, iou),
+        labels,
+        options.gate,
+        progress,
+    )
+    progress(f"agreement with f32 on {len(sets.test)} frames not used for calibration")
+    native = speed.compile_model(core, model, None)
+    float_name = speed.device_precision(native)
+    candidates = {
+        "int8": (
+            int8,
+            quantize.agreement(reference, _detector(core, int8, decode, iou), sets.test, labels),
+        ),
+        float_name: (
+            model,
+            quantize.agreement(reference, Detector(native, *decode, iou), sets.test, labels),
+        ),
+    }
+    report = _report(cfg, options, len(sets.calibration), len(sets.validation), candidates)
+    progress(f"speed: each model for {options.speed_s:g} s on this machine")
+    report["speed_fps"] = _speeds(core, model, int8, float_name, options.speed_s)
+    report["recommendation"] = _recommend(report, options)
+    passed = candidates["int8"][1].passes(options.gate)
+    report["written"] = passed or options.force
+    if not report["written"]:
+        ag = candidates["int8"][1]
+        raise OptimizeError(
+            f"INT8 model refused: agreement recall {ag.recall:.3f}, precision {ag.precision:.3f} "
+            f"on {ag.frames} frames is below the gate {options.gate:g}; nothing written "
+            "(--force writes it anyway)"
+        )
+    options.output.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(int8, str(options.output))
+    report_path = options.output.with_suffix(".json")
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _detector(
+    core: ov.Core, model: ov.Model, decode: tuple[Decoder, DecodeParams], iou: float
+) -> Detector:
+    return Detector(speed.compile_model(core, model, None), decode[0], decode[1], iou)
+
+
+def _report(
+    cfg: Config,
+    options: Options,
+    n_calibration: int,
+    n_validation: int,
+    candidates: dict[str, tuple[ov.Model, Agreement]],
+) -> dict[str, Any]:
+    return {
+        "model": str(options.output),
+        "source_model": str(cfg.model.path),
+        "method": options.method,
+        "gate": options.gate,
+        "frames": {
+            "calibration": n_calibration,
+            "validation": n_validation,
+            "test": candidates["int8"][1].frames,
+            "sources": list(options.sources) or "configured cameras",
+        },
+        "agreement_with_f32": {name: ag.as_dict() for name, (_, ag) in candidates.items()},
+        "machine": _machine(),
+        "versions": _versions(),
+    }
+
+
+def _speeds(
+    core: ov.Core, model: ov.Model, int8: ov.Model, float_name: str, seconds: float
+) -> dict[str, float]:
+    runs = {"f32": (model, "f32"), float_name: (model, None), "int8": (int8, None)}
+    return {
+        name: round(speed.throughput_fps(speed.compile_model(core, m, p), seconds), 1)
+        for name, (m, p) in runs.items()
+    }
+
+
+def _recommend(report: dict[str, Any], options: Options) -> dict[str, str]:
+    """The fastest precision on this machine whose agreement passes the gate (f32 always)."""
+    fps = report["speed_fps"]
+    passing = [
+        name
+        for name in fps
+        if name == "f32"
+        or (
+            report["agreement_with_f32"][name]["recall"] >= options.gate
+            and report["agreement_with_f32"][name]["precision"] >= options.gate
+        )
+    ]
+    best = max(passing, key=lambda name: fps[name])
+    use = (
+        f"model.path: {options.output}"
+        if best == "int8"
+        else f"keep the original model with inference.precision: {best}"
+    )
+    return {"precision": best, "use": use}
