@@ -16,14 +16,12 @@ from pathlib import Path
 import cv2
 import yaml
 
+from vidpipe.assemble import build_scheduler, plan_inference
 from vidpipe.assets import default_assets_dir
-from vidpipe.config import OpenVINOConfig, parse_config
-from vidpipe.engine import CameraRules, Engine
+from vidpipe.config import parse_config
 from vidpipe.metrics import Metrics
-from vidpipe.model import open_model
-from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.track.stage import TrackingStage, build_scenes
+from vidpipe.track.stage import TrackingStage
 from vidpipe.types import Frame, FrameResult
 
 FRAME = 436  # person 2 walking towards the exit line, inside the table zone
@@ -56,20 +54,11 @@ def main(out: Path) -> None:
         "cameras": [yaml.safe_load(CAMERA)],
     }
     cfg = parse_config(yaml.safe_dump(doc), "zones_picture", env={})
-    loaded = open_model(cfg.model, OpenVINOConfig())
+    plan = plan_inference(cfg, Metrics())  # the camera's class filter and its scene
+    loaded = plan.loaded
     results: list[FrameResult] = []
-    spec = loaded.backend.input_spec
-    engine = Engine(
-        loaded.backend,
-        loaded.decoder,
-        loaded.labels,
-        Metrics(),
-        results.append,
-        default_rules=CameraRules(DecodeParams(spec.width, spec.height, 0.3), frozenset({0})),
-        iou_threshold=0.45,
-        max_frame_age_s=float("inf"),
-    )
-    engine.start()
+    scheduler = build_scheduler(cfg, plan, Metrics(), results.append, max_frame_age_s=float("inf"))
+    scheduler.start()
     cap = cv2.VideoCapture(str(assets / "videos" / "one-by-one-person-detection.mp4"))
     last = None
     for seq in range(FRAME + 1):
@@ -77,16 +66,11 @@ def main(out: Path) -> None:
         if not ok:
             raise SystemExit(f"the clip ended before frame {FRAME}")
         if seq % 2 == 0:
-            engine.submit(Frame("walkway", seq, time.monotonic(), image))
+            scheduler.submit(Frame("walkway", seq, time.monotonic(), image))
             last = image
-    engine.drain(60)
-    engine.close()
+    scheduler.close(60)
     tracked: list[FrameResult] = []
-    stage = TrackingStage(
-        build_scenes(cfg, loaded.labels, {"walkway": frozenset({0})}, Metrics()),
-        tracked.append,
-        Metrics(),
-    )
+    stage = TrackingStage(plan.scenes, tracked.append, Metrics())
     for r in results:
         stage(r)
     assert last is not None

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vidpipe import __version__, redact
-from vidpipe.config import Config, ConfigError, LoggingConfig, ModelConfig, load_config
+from vidpipe.config import Config, ConfigError, GpuConfig, LoggingConfig, ModelConfig, load_config
 from vidpipe.infer.base import BackendError
 
 log = logging.getLogger("vidpipe")
@@ -95,35 +95,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------- check
 
 
-def check_config(cfg: Config) -> list[str]:
-    """Every problem with a parsed config and its model, without starting anything."""
-    from vidpipe.metrics import Metrics
-    from vidpipe.model import camera_rules, open_model
-    from vidpipe.track.stage import build_scenes
-
-    problems: list[str] = []
-    for i, cam in enumerate(cfg.cameras):
-        if not cam.is_stream:
-            path = Path(cam.url.removeprefix("file://"))
-            if not path.is_file():
-                problems.append(f"cameras[{i}].url ({cam.name}): file not found: {path}")
-    try:
-        loaded = open_model(cfg.model, cfg.inference)
-    except BackendError as exc:
-        return [*problems, f"model: {exc}"]
-    try:
-        rules = camera_rules(cfg, loaded)
-        build_scenes(cfg, loaded.labels, {n: r.class_ids for n, r in rules.items()}, Metrics())
-    except ConfigError as exc:
-        problems += exc.problems
-    finally:
-        loaded.backend.close()
-    return problems
-
-
 def cmd_check(args: argparse.Namespace) -> int:
+    from vidpipe.assemble import check
+
     cfg = load_config(args.config)
-    problems = check_config(cfg)
+    problems = check(cfg)
     if problems:
         print(f"{args.config}: {len(problems)} problem(s)", file=sys.stderr)
         for p in problems:
@@ -194,43 +170,26 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from vidpipe.engine import CameraRules, Engine
-    from vidpipe.metrics import Metrics
-    from vidpipe.model import open_model
-    from vidpipe.postprocess.decode import DecodeParams
+    from vidpipe.assemble import detector
     from vidpipe.types import Frame, FrameResult
 
     cfg = _detect_config(args)
     setup_logging(LoggingConfig(level="WARNING"))
-    loaded = open_model(cfg.model, cfg.inference)
-    spec = loaded.backend.input_spec
     results: list[FrameResult] = []
-    engine = Engine(
-        loaded.backend,
-        loaded.decoder,
-        loaded.labels,
-        Metrics(),
-        results.append,
-        default_rules=CameraRules(
-            DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None
-        ),
-        iou_threshold=cfg.model.iou_threshold,
-        max_frame_age_s=float("inf"),
-    )
-    engine.start()
+    scheduler = detector(cfg, results.append)
     status = EXIT_OK
     try:
         for src in args.inputs:
             path = Path(src)
             try:
                 for index, img in _frames(path):
-                    engine.submit(
+                    scheduler.submit(
                         Frame(camera=path.name, seq=index, t_capture=time.monotonic(), image=img)
                     )
             except BackendError as exc:
                 print(f"vidpipe detect: {exc}", file=sys.stderr)
                 status = EXIT_FAIL
-            engine.drain(60.0)
+            scheduler.stop(60.0)  # every frame of this input is through
             for r in sorted(results, key=lambda r: r.seq):
                 print(
                     json.dumps(
@@ -245,7 +204,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 )
             results.clear()
     finally:
-        engine.close()
+        scheduler.close()
     return status
 
 
@@ -260,7 +219,7 @@ def cmd_build_engine(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     setup_logging(LoggingConfig(level="INFO"))
     inf = cfg.inference
-    if inf.type != "tensorrt":
+    if inf.type != "tensorrt" or not isinstance(inf, GpuConfig):
         raise ConfigError([f"inference.type is {inf.type!r}: build-engine needs 'tensorrt'"])
     for dev in inf.devices:
         ex = TensorRTExecutor(

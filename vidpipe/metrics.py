@@ -17,6 +17,8 @@ from vidpipe.types import CameraState
 
 # Latency buckets in seconds: inference on a CPU is 5-100 ms, end to end up to seconds.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10)
+# frames per batch: the stream set batches up to max_batch (at most 256)
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 
 DROP_REASONS = (
     "overwritten",  # capture mailbox replaced a frame preprocessing had not taken yet
@@ -111,6 +113,12 @@ class Metrics:
             "Capture to postprocessed result",
             ["camera"],
             buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "vidpipe_batch_size",
+            "Frames per batch sent to the inference device (OpenVINO: 1 per request)",
+            buckets=_BATCH_BUCKETS,
             registry=r,
         )
         self.inflight = Gauge("vidpipe_inflight_requests", "Requests in flight", registry=r)

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, ModelConfig
-from vidpipe.engine import CameraRules
+from vidpipe.infer.backends import build_backend
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
+from vidpipe.scheduler import CameraRules
 
 
 @dataclass
@@ -30,19 +31,6 @@ def load_labels(path: Path | None, num_classes: int | None = None) -> tuple[str,
     return tuple(line.strip() for line in lines if line.strip())
 
 
-def build_backend(model: ModelConfig, inference: InferenceConfig) -> InferenceBackend:
-    """The backend named by ``inference.type`` (imported lazily)."""
-    if inference.type == "openvino":
-        from vidpipe.infer.openvino import OpenVINOBackend
-
-        return OpenVINOBackend(model.path, inference)
-    if inference.type in ("tensorrt", "torch"):
-        from vidpipe.infer.gpu import build_gpu_backend
-
-        return build_gpu_backend(model.path, inference)
-    raise BackendError(f"unknown inference backend {inference.type!r}")  # pragma: no cover
-
-
 def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
     """Compile the model and check its outputs against the configured decoder and labels.
 
@@ -50,7 +38,7 @@ def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
         BackendError: listing every problem found.
     """
     labels = load_labels(model.labels) if model.labels else None
-    backend = build_backend(model, inference)
+    backend = build_backend(model.path, inference)
     spec = backend.input_spec
     num_classes, problems = check_output_shapes(
         model.type, backend.output_shapes, spec.width, spec.height, len(labels) if labels else None

@@ -24,7 +24,7 @@ from vidpipe.shard import Shard
 
 # Sections kept from the running config until the next start (listening socket, open files).
 RESTART_ONLY_SECTIONS = ("http", "sinks", "logging")
-_ENGINE_SECTIONS = ("model", "inference", "scheduler")
+_INFERENCE_SECTIONS = ("model", "inference", "scheduler")
 
 
 def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
@@ -45,13 +45,13 @@ class ConfigDiff:
     stop: tuple[str, ...]
     restart: tuple[str, ...]
     keep: tuple[str, ...]
-    rebuild_engine: bool
+    rebuild_inference: bool
     restart_only: tuple[str, ...]
 
     @property
     def empty(self) -> bool:
         """True if nothing running changes."""
-        return not (self.start or self.stop or self.restart or self.rebuild_engine)
+        return not (self.start or self.stop or self.restart or self.rebuild_inference)
 
     def summary(self) -> str:
         """One log line: what starts, stops, restarts, and what waits for a restart."""
@@ -64,7 +64,7 @@ class ConfigDiff:
             )
             if names
         ]
-        if self.rebuild_engine:
+        if self.rebuild_inference:
             parts.append("rebuild the inference pool")
         parts.append(f"{len(self.keep)} camera(s) untouched")
         if self.restart_only:
@@ -86,7 +86,7 @@ def diff_configs(old: Config, new: Config, shard: Shard | None = None) -> Config
         stop=tuple(n for n in before if n not in after),
         restart=restart,
         keep=tuple(n for n in after if n in before and n not in restart),
-        rebuild_engine=any(getattr(old, s) != getattr(new, s) for s in _ENGINE_SECTIONS),
+        rebuild_inference=any(getattr(old, s) != getattr(new, s) for s in _INFERENCE_SECTIONS),
         restart_only=tuple(s for s in RESTART_ONLY_SECTIONS if getattr(old, s) != getattr(new, s)),
     )
 

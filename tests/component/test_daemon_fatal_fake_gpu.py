@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.component.test_streamset_fake_gpu import echo_decoder, make_backend
+from vidpipe import assemble
 from vidpipe import daemon as daemon_mod
 from vidpipe.config import Config
 from vidpipe.model import LoadedModel
@@ -21,7 +22,7 @@ def test_daemon_exits_nonzero_after_a_sticky_error_fake_gpu(
     backend, rts, _ = make_backend(max_batch=2, timeout_ms=5)
     rts[0].sticky_on_next_wait = "cudaErrorIllegalAddress"
     monkeypatch.setattr(
-        daemon_mod,
+        assemble,
         "open_model",
         lambda model, inference: LoadedModel(backend, echo_decoder, ("a", "b"), 2),
     )

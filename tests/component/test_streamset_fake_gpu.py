@@ -1,6 +1,6 @@
 """The GPU stream set's own code with only the GPU faked (tests/fake_gpu.py).
 
-Batching, routing, fairness through the Engine, least-loaded multi-GPU, error paths and
+Batching, routing, fairness through the Scheduler, least-loaded multi-GPU, error paths and
 release of every resource. Nothing here needs CUDA; tests/gpu/ runs the same code on a GPU.
 """
 
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError, FatalDeviceError
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Detections, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -213,7 +213,7 @@ def test_close_releases_every_resource_and_refuses_work_fake_gpu() -> None:
         backend.submit(tagged_frame(5, 8), 0, None, done)
 
 
-# ------------------------------------------------------------------ through the Engine
+# ------------------------------------------------------------------ through the Scheduler
 
 
 def echo_decoder(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detections:
@@ -231,7 +231,7 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
         with lock:
             results.append(r)
 
-    engine = Engine(
+    engine = Scheduler(
         backend,
         echo_decoder,
         [str(i) for i in range(16)],
@@ -278,7 +278,7 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
 def test_engine_reports_a_fatal_device_once_fake_gpu() -> None:
     backend, rts, _ = make_backend(max_batch=1, timeout_ms=0)
     fatal: list[BaseException] = []
-    engine = Engine(
+    engine = Scheduler(
         backend,
         echo_decoder,
         ["0"],
@@ -294,9 +294,38 @@ def test_engine_reports_a_fatal_device_once_fake_gpu() -> None:
         rts[0].sticky_on_next_wait = "cudaErrorLaunchFailure"
         img = np.zeros((8, 8, 3), np.uint8)
         engine.submit(Frame("cam", 0, time.monotonic(), img))
-        assert engine.drain(10.0)
+        assert engine.stop(10.0)
         with pytest.raises(FatalDeviceError):
             engine.submit(Frame("cam", 1, time.monotonic(), img))
         assert len(fatal) == 1 and isinstance(fatal[0], FatalDeviceError)
     finally:
         engine.close(5.0)
+
+
+def test_batch_size_metric_counts_every_dispatched_batch_fake_gpu() -> None:
+    """``vidpipe_batch_size``: one observation per batch sent to a GPU, summing to the frames."""
+    backend, _, _ = make_backend(streams=2, max_batch=4, timeout_ms=20)
+    metrics = Metrics()
+    engine = Scheduler(
+        backend,
+        echo_decoder,
+        ["0"],
+        metrics,
+        lambda r: None,
+        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
+        iou_threshold=0.5,
+        max_frame_age_s=60.0,
+    )
+    engine.start()
+    try:
+        for seq in range(10):  # 4 + 4 fill their batches; the last 2 go on the timeout
+            img = np.zeros((8, 8, 3), np.uint8)
+            assert engine.submit(Frame("cam", seq, time.monotonic(), img))
+        assert engine.stop(10.0)
+        stats = backend.stats()
+    finally:
+        engine.close(5.0)
+    sample = metrics.registry.get_sample_value
+    assert sample("vidpipe_batch_size_sum") == stats["frames"] == 10
+    assert sample("vidpipe_batch_size_count") == stats["batches"]
+    assert stats["batches"] < 10  # frames were batched, so the mean is above 1

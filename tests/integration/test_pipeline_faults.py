@@ -351,8 +351,8 @@ def test_failing_callbacks_are_counted_and_every_slot_comes_back(
     daemon = Daemon(cfg)
     daemon.start()
     try:
-        assert daemon.engine is not None
-        backend = daemon.engine.backend
+        assert daemon.scheduler is not None
+        backend = daemon.scheduler.backend
         worker = daemon.workers["street"]
         wait_for(lambda: worker.state.value == "stopped", 90, "the clip played to its end")
         wait_for(lambda: backend.in_flight() == 0, 10, "every slot idle again")
@@ -364,7 +364,7 @@ def test_failing_callbacks_are_counted_and_every_slot_comes_back(
         inferred = reg.get_sample_value("vidpipe_frames_inferred_total", {"camera": "street"})
         assert injected >= 50
         assert errors == dropped == injected
-        assert inferred == daemon.engine.submitted - injected
+        assert inferred == daemon.scheduler.submitted - injected
         assert getattr(backend, "callback_errors", None) == injected
         # the pool still works at full size afterwards
         assert backend.wait_slot(1.0)

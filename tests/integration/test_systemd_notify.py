@@ -19,8 +19,8 @@ from tests.integration.conftest import free_port, wait_for
 from tests.rtsp import RtspServer
 from vidpipe.config import Config
 from vidpipe.daemon import Daemon
-from vidpipe.engine import Engine
 from vidpipe.notify import Notifier, Reporter
+from vidpipe.scheduler import Scheduler
 from vidpipe.types import Completion
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -155,7 +155,7 @@ def test_notify_sequence_ready_watchdog_reload_stopping(
 
 
 @contextmanager
-def frozen_inference_pool(engine: Engine) -> Iterator[None]:
+def frozen_inference_pool(engine: Scheduler) -> Iterator[None]:
     """Test-only hook: every inference completion callback blocks until the block exits.
 
     This is what a hung device looks like from the pipeline: requests were submitted and
@@ -193,8 +193,8 @@ def test_hung_inference_pool_stops_watchdog_pings(assets_dir: Path, tmp_path: Pa
             daemon.start()
             reporter.start()
             wait_for(lambda: listener.count("WATCHDOG=1") >= 2, 60, "pings while healthy")
-            assert daemon.engine is not None
-            with frozen_inference_pool(daemon.engine):
+            assert daemon.scheduler is not None
+            with frozen_inference_pool(daemon.scheduler):
                 wait_for(lambda: not daemon.health.check().ok, 60, "the health verdict to fail")
                 pings, ticks = listener.count("WATCHDOG=1"), reporter.ticks
                 wait_for(lambda: reporter.ticks >= ticks + 4, 30, "four watchdog intervals")

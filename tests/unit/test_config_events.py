@@ -62,3 +62,18 @@ def test_mqtt_password_and_webhook_headers_are_secrets() -> None:
         env={"PW": "mqtt-secret-4711"},
     )
     assert redact_text("pw mqtt-secret-4711 key hook-key-0815") == "pw *** key ***"
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_zone_and_line_points_refuse_inf_and_nan(value: str) -> None:
+    """A point at infinity cannot be drawn or tested; the scene models share the schema's base."""
+    with pytest.raises(ConfigError) as err:
+        parse(
+            f"""
+            cameras:
+              - name: c
+                url: clip.mp4
+                zones: [{{name: z, points: [[0, 0], [1, 0], [{value}, 1]]}}]
+            """
+        )
+    assert "cameras[0].zones[0].points" in str(err.value)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vidpipe.config import ConfigError, parse_config
-from vidpipe.infer.gpu import DEFAULT_ENGINE_CACHE, GpuConfig
+from vidpipe.config import DEFAULT_ENGINE_CACHE, ConfigError, GpuConfig, parse_config
 
 BASE = "model:\n  path: m.onnx\n"
 

@@ -28,7 +28,7 @@ def test_add_remove_change_keep() -> None:
     assert d.stop == ("b",)
     assert d.restart == ("a",)
     assert d.keep == ("c",)
-    assert not d.rebuild_engine and not d.restart_only
+    assert not d.rebuild_inference and not d.restart_only
     assert "start d" in d.summary() and "stop b" in d.summary() and "restart a" in d.summary()
 
 
@@ -53,7 +53,7 @@ def test_disabling_is_stopping_and_enabling_is_starting() -> None:
 )
 def test_engine_sections_rebuild_the_pool(section: dict[str, Any]) -> None:
     d = diff_configs(cfg([A]), cfg([A], **section))
-    assert d.rebuild_engine and d.keep == ("a",)
+    assert d.rebuild_inference and d.keep == ("a",)
 
 
 def test_capture_defaults_restart_every_camera() -> None:

@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
+from vidpipe.config import LineConfig, ZoneConfig
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks.jsonl import JsonlSink
-from vidpipe.track.config import LineConfig, ZoneConfig
 from vidpipe.track.draw import draw_scene
 from vidpipe.track.geometry import resolve_scene
 from vidpipe.types import Detections, FrameResult, TrackEvent

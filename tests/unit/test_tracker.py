@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vidpipe.track.config import TrackingConfig
+from vidpipe.config import TrackingConfig
 from vidpipe.track.tracker import CameraTracker
 from vidpipe.types import Detections
 

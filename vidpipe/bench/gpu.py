@@ -232,17 +232,17 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
     }
     daemon = Daemon(Config.model_validate(doc))
     daemon.start()
-    assert daemon.engine is not None
+    assert daemon.scheduler is not None
     count = [0]
     lock = threading.Lock()
-    forward = daemon.engine.on_result
+    forward = daemon.scheduler.on_result
 
     def counting(result: Any) -> None:
         with lock:
             count[0] += 1
         forward(result)
 
-    daemon.engine.on_result = counting
+    daemon.scheduler.on_result = counting
     try:
         time.sleep(args.warmup)
         with lock:

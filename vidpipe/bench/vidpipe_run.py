@@ -88,7 +88,7 @@ class VidpipeRun:
 
     def start(self) -> None:
         self.daemon.start()
-        engine = self.daemon.engine
+        engine = self.daemon.scheduler
         assert engine is not None
         desc = dict(engine.backend.description)
         self.precision = desc.get("precision", self.spec.precision)
@@ -105,7 +105,7 @@ class VidpipeRun:
         }
 
     def frames(self) -> int:
-        engine = self.daemon.engine
+        engine = self.daemon.scheduler
         return engine.completed if engine is not None else 0
 
     def per_camera(self) -> list[int]:
@@ -143,7 +143,7 @@ class VidpipeRun:
         return out
 
     def allocations(self) -> int | None:
-        engine = self.daemon.engine
+        engine = self.daemon.scheduler
         return engine.pool.allocations if engine is not None else None
 
     def latencies_ms(self, _t0: float, _t1: float, t0_wall: float, t1_wall: float) -> list[float]:

@@ -17,7 +17,7 @@ class BackendError(Exception):
 class FatalDeviceError(BackendError):
     """The device is unusable for the rest of the process (e.g. a sticky CUDA error).
 
-    A backend puts it in the ``Completion`` of every frame it can no longer serve; the Engine
+    A backend puts it in the ``Completion`` of every frame it can no longer serve; the scheduler
     then calls its ``on_fatal`` hook once, and the daemon exits non-zero so that its
     supervisor restarts it, rather than serving errors for hours.
     """
@@ -48,6 +48,10 @@ class InferenceBackend(Protocol):
 
     def in_flight(self) -> int:
         """Requests currently submitted and not yet completed."""
+        ...
+
+    def observe_batches(self, observe: Callable[[int], None]) -> None:
+        """Call ``observe(frames)`` for every batch sent to the device from now on."""
         ...
 
     def drain(self, timeout_s: float) -> bool:

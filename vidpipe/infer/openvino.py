@@ -31,6 +31,11 @@ from vidpipe.types import Completion, TensorSpec
 
 log = logging.getLogger(__name__)
 
+
+def _ignore(_frames: int) -> None:
+    """No batch observer yet (``observe_batches``)."""
+
+
 _HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
 # A request that is idle while its submission still waits for a callback either is inside its
 # callback right now or failed (OpenVINO then calls no callback at all). After this long it is
@@ -146,6 +151,7 @@ class OpenVINOBackend:
         self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
         self._next_id = 0
         self._closed = False
+        self._observe_batch: Callable[[int], None] = _ignore
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self._last_stuck_check = 0.0
         self.callback_errors = 0
@@ -205,6 +211,9 @@ class OpenVINOBackend:
         with self._cond:
             return len(self._inflight)
 
+    def observe_batches(self, observe: Callable[[int], None]) -> None:
+        self._observe_batch = observe
+
     def submit(
         self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
     ) -> None:
@@ -221,6 +230,7 @@ class OpenVINOBackend:
             self._inflight[sub_id] = (tag, on_done, time.perf_counter())
         try:
             self._queue.start_async({0: ov_tensor}, sub_id)
+            self._observe_batch(1)  # a request holds one frame
         except Exception as exc:
             # Either our own request was refused, or an earlier failed inference surfaced here.
             self._reclaim_failed(exc, sub_id)

@@ -66,6 +66,7 @@ class StreamSetBackend:
         self._open: Batch | None = None
         self._inflight = 0
         self._closed = False
+        self._observe_batch: Callable[[int], None] = lambda _frames: None
         self.fatal: BaseException | None = None
         self.sets: list[DeviceStreamSet] = []
         try:
@@ -168,7 +169,11 @@ class StreamSetBackend:
             self._cond.wait(min(left, 0.1))
 
     def _dispatch(self, batch: Batch) -> None:
+        self._observe_batch(len(batch.entries))
         batch.owner.dispatch(batch)
+
+    def observe_batches(self, observe: Callable[[int], None]) -> None:
+        self._observe_batch = observe
 
     def _flush_loop(self) -> None:
         """Dispatch an open batch once it has waited ``batch_timeout_ms``."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.config import MODEL_TYPES
 from vidpipe.types import Detections
 
 #: Strides of the three YOLOX / YOLOv8 detection heads, in the order their anchors appear.
@@ -173,13 +174,6 @@ def decode_ssd(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detection
     return Detections(xyxy, rows[:, 2], rows[:, 1].astype(np.int32))
 
 
-DECODERS: dict[str, Decoder] = {
-    "yolox": decode_yolox,
-    "yolov8": decode_yolov8,
-    "ssd": decode_ssd,
-}
-
-
 def _fmt(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
 
@@ -234,11 +228,32 @@ def _check_ssd(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, l
     ]
 
 
-_SHAPE_CHECKS: dict[str, Callable[[Sequence[int], int, int], tuple[int, list[str]]]] = {
-    "yolox": _check_yolox,
-    "yolov8": _check_yolov8,
-    "ssd": _check_ssd,
+ShapeCheck = Callable[[Sequence[int], int, int], tuple[int, list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelType:
+    """The implementation of one ``model.type``: its decoder and its output-shape check."""
+
+    decode: Decoder
+    check: ShapeCheck
+
+
+def register_decoder(name: str, decode: Decoder, check: ShapeCheck) -> None:
+    """Implement the model type ``name`` (declared in ``vidpipe.config.inference``)."""
+    MODEL_TYPES.register(name)(ModelType(decode, check))
+
+
+register_decoder("yolox", decode_yolox, _check_yolox)
+register_decoder("yolov8", decode_yolov8, _check_yolov8)
+register_decoder("ssd", decode_ssd, _check_ssd)
+
+DECODERS: dict[str, Decoder] = {
+    name: MODEL_TYPES.factory(name).decode
+    for name in MODEL_TYPES.tags
+    if name not in MODEL_TYPES.unimplemented()
 }
+"""Model type -> decoder, of every registered type."""
 
 
 def check_output_shapes(
@@ -263,10 +278,10 @@ def check_output_shapes(
         human-readable problems, empty when the model fits. An SSD output does not encode its
         class count, so for SSD ``num_classes`` is ``num_labels`` (0 without a label file).
     """
-    check = _SHAPE_CHECKS.get(model_type)
-    if check is None:
-        valid = ", ".join(sorted(_SHAPE_CHECKS))
+    if model_type not in DECODERS:
+        valid = ", ".join(sorted(DECODERS))
         return 0, [f"unknown model type {model_type!r}; valid types: {valid}"]
+    check: ShapeCheck = MODEL_TYPES.factory(model_type).check
     shapes = [tuple(int(d) for d in s) for s in output_shapes]
     if len(shapes) != 1:
         listed = ", ".join(_fmt(s) for s in shapes) or "none"

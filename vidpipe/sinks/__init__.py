@@ -1,14 +1,21 @@
-"""Sinks: where frame results go (JSON lines, snapshots), each on its own thread.
+"""Sinks: where frame results go (JSON lines, snapshots, MQTT, webhooks), each on its thread.
 
 ``build_sinks`` turns the ``sinks:`` config section into sink objects; ``SinkPool`` runs them.
+Each sink type is registered once, below, with ``@register_sink("type")``: its factory gets
+the sink's name, its config (the class declared for that type in ``vidpipe.config.sinks``)
+and a ``SinkContext``. A sink that wants camera state changes implements
+``CameraStateListener``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
 
 from vidpipe.config import (
+    SINKS,
     JsonlSinkConfig,
     MqttSinkConfig,
     SinkConfig,
@@ -21,17 +28,83 @@ from vidpipe.sinks.jsonl import JsonlSink
 from vidpipe.sinks.mqtt import MqttSink
 from vidpipe.sinks.snapshot import DrawFn, SnapshotSink
 from vidpipe.sinks.webhook import WebhookSink
+from vidpipe.types import CameraState
 
 __all__ = [
+    "CameraStateListener",
     "DrawFn",
     "JsonlSink",
     "MqttSink",
     "Sink",
+    "SinkContext",
     "SinkPool",
     "SnapshotSink",
     "WebhookSink",
     "build_sinks",
+    "register_sink",
 ]
+
+
+@runtime_checkable
+class CameraStateListener(Protocol):
+    """A sink that is told when a camera's capture state changes (e.g. MQTT's state topic).
+
+    Called on the camera's supervisor thread: it must not block.
+    """
+
+    def camera_state(self, camera: str, state: CameraState) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SinkContext:
+    """What the pipeline offers every sink factory."""
+
+    draw: DrawFn  # draw(image, detections, labels) -> annotated image
+    metrics: Metrics | None  # the sinks' own counters (MQTT, webhook)
+
+    def need_metrics(self, name: str, kind: str) -> Metrics:
+        if self.metrics is None:
+            raise ValueError(f"sink {name}: build_sinks needs metrics for {kind} sinks")
+        return self.metrics
+
+
+_C = TypeVar("_C")
+SinkFactory = Callable[[str, _C, SinkContext], Sink]
+
+
+def register_sink(*types: str) -> Callable[[SinkFactory[_C]], SinkFactory[_C]]:
+    """Decorator: the factory of the sink ``types`` (declared in ``vidpipe.config.sinks``)."""
+    return SINKS.register(*types)
+
+
+@register_sink("jsonl")
+def _jsonl(name: str, cfg: JsonlSinkConfig, ctx: SinkContext) -> Sink:
+    return JsonlSink(
+        name, cfg.path, only_with_detections=cfg.only_with_detections, queue_size=cfg.queue_size
+    )
+
+
+@register_sink("snapshot")
+def _snapshot(name: str, cfg: SnapshotSinkConfig, ctx: SinkContext) -> Sink:
+    return SnapshotSink(
+        name,
+        cfg.dir,
+        draw=ctx.draw,
+        min_interval_s=cfg.min_interval_s,
+        jpeg_quality=cfg.jpeg_quality,
+        keep_last=cfg.keep_last,
+        queue_size=cfg.queue_size,
+    )
+
+
+@register_sink("mqtt")
+def _mqtt(name: str, cfg: MqttSinkConfig, ctx: SinkContext) -> Sink:
+    return MqttSink(name, cfg, ctx.need_metrics(name, cfg.type))
+
+
+@register_sink("webhook")
+def _webhook(name: str, cfg: WebhookSinkConfig, ctx: SinkContext) -> Sink:
+    return WebhookSink(name, cfg, ctx.need_metrics(name, cfg.type))
 
 
 def build_sinks(
@@ -52,38 +125,11 @@ def build_sinks(
     Returns:
         One sink per config entry, in config order.
     """
+    ctx = SinkContext(draw, metrics)
     per_type = Counter(c.type for c in configs)
     sinks: list[Sink] = []
     for index, cfg in enumerate(configs):
         name = cfg.type if per_type[cfg.type] == 1 else f"{cfg.type}:{index}"
-        if isinstance(cfg, JsonlSinkConfig):
-            sinks.append(
-                JsonlSink(
-                    name,
-                    cfg.path,
-                    only_with_detections=cfg.only_with_detections,
-                    queue_size=cfg.queue_size,
-                )
-            )
-        elif isinstance(cfg, SnapshotSinkConfig):
-            sinks.append(
-                SnapshotSink(
-                    name,
-                    cfg.dir,
-                    draw=draw,
-                    min_interval_s=cfg.min_interval_s,
-                    jpeg_quality=cfg.jpeg_quality,
-                    keep_last=cfg.keep_last,
-                    queue_size=cfg.queue_size,
-                )
-            )
-        elif isinstance(cfg, MqttSinkConfig | WebhookSinkConfig):
-            if metrics is None:
-                raise ValueError(f"sink {name}: build_sinks needs metrics for {cfg.type} sinks")
-            if isinstance(cfg, MqttSinkConfig):
-                sinks.append(MqttSink(name, cfg, metrics))
-            else:
-                sinks.append(WebhookSink(name, cfg, metrics))
-        else:  # pragma: no cover - the config union is exhaustive
-            raise TypeError(f"unknown sink config {type(cfg).__name__}")
+        factory: SinkFactory[SinkConfig] = SINKS.factory(cfg.type)
+        sinks.append(factory(name, cfg, ctx))
     return sinks

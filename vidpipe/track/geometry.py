@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.track.config import LineConfig, ZoneConfig
+from vidpipe.config import LineConfig, ZoneConfig
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.track.config import TrackingConfig
+from vidpipe.config import TrackingConfig
 from vidpipe.track.zones import Observations
 from vidpipe.types import Detections
 

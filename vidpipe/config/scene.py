@@ -1,9 +1,8 @@
 """Config models of tracking, zones and lines (fields of ``CameraConfig``).
 
-They live here, beside the code that uses them, and ``vidpipe.config`` imports them; this
-module must not import ``vidpipe.config`` (that would be circular). Class names are resolved
-against the model's labels when the daemon starts (``vidpipe.track.stage.build_trackers``),
-because the labels are not known while the YAML is parsed.
+Class names are resolved against the model's labels when the pipeline is assembled
+(``vidpipe.track.stage.build_scenes``), because the labels are not known while the YAML is
+parsed.
 """
 
 from __future__ import annotations
@@ -12,19 +11,15 @@ import re
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from vidpipe.config.base import ConfigModel as _Model
+
 Point = tuple[float, float]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")

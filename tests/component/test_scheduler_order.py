@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from vidpipe.config import OpenVINOConfig
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,11 +40,11 @@ def images(assets_dir: Path) -> list[np.ndarray]:
     return [*out, cv2.resize(big, (1920, 1080))]
 
 
-def engine_with(assets_dir: Path, sink) -> Engine:  # type: ignore[no-untyped-def]
+def engine_with(assets_dir: Path, sink) -> Scheduler:  # type: ignore[no-untyped-def]
     backend = OpenVINOBackend(
         assets_dir / "models" / "yolox_nano.onnx", OpenVINOConfig(num_requests=4)
     )
-    return Engine(
+    return Scheduler(
         backend,
         DECODERS["yolox"],
         load_labels(assets_dir / "models" / "coco80.txt"),
@@ -72,7 +72,7 @@ def test_results_are_handed_on_in_capture_order_per_camera(assets_dir, images) -
         for seq in range(120):
             frame = Frame(f"cam{seq % 2}", seq, time.monotonic(), images[seq % len(images)])
             assert engine.submit(frame)
-        assert engine.drain(90)
+        assert engine.stop(90)
     finally:
         engine.close()
     assert len(results) == 120

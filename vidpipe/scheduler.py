@@ -16,6 +16,10 @@ The scheduler is the only thread that submits (AsyncInferQueue is not safe other
 number of frames between submission and the end of postprocessing is bounded by
 ``pipeline_depth``; when postprocessing falls behind, the scheduler waits and the capture
 mailboxes drop the oldest frames (counted), so nothing queues without bound.
+
+Lifecycle: ``start`` (threads), ``stop`` (take no more frames from the hub; finish what is in
+flight) and ``close`` (stop, end the threads, close the backend). ``submit`` feeds frames
+directly (``vidpipe detect``, tests), without a hub.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class _Ticket:
     t_submit: float
 
 
-class Engine:
+class Scheduler:
     """Preprocess, infer and postprocess frames from every camera."""
 
     def __init__(
@@ -92,9 +96,10 @@ class Engine:
         self.pipeline_depth = 4 * backend.capacity
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._stop_taking = threading.Event()  # see stop_taking()
-        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()  # close(): waits for a slot or buffer give up
+        self._stop_taking = threading.Event()  # stop(): the hub is no longer read
+        self._scheduler_thread: threading.Thread | None = None
+        self._postprocess_thread: threading.Thread | None = None
         self._idle = threading.Condition()
         # Per camera: seqs submitted and not yet handed on, in submission order, and the
         # results (None: failed) that completed ahead of an earlier frame.
@@ -108,6 +113,7 @@ class Engine:
         self.last_completion = time.monotonic()
         metrics.pool_size.set(backend.capacity)
         metrics.inflight.set_function(backend.in_flight)
+        backend.observe_batches(metrics.batch_size.observe)
         desc = backend.description
         metrics.inference_info.labels(
             backend=desc.get("backend", "?"),
@@ -127,15 +133,16 @@ class Engine:
     # ------------------------------------------------------------------ threads
 
     def start(self, hub: FrameHub | None = None) -> None:
-        """Start postprocessing and, with a hub, the scheduler thread."""
-        self._spawn("postprocess", self._postprocess_loop)
+        """Start postprocessing and, with a hub, the scheduler thread that reads it."""
+        self._postprocess_thread = self._spawn("postprocess", self._postprocess_loop)
         if hub is not None:
-            self._spawn("scheduler", lambda: self._schedule_loop(hub))
+            self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))
 
-    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+    @staticmethod
+    def _spawn(name: str, target: Callable[[], None]) -> threading.Thread:
         t = threading.Thread(target=target, name=f"vidpipe-{name}", daemon=True)
         t.start()
-        self._threads.append(t)
+        return t
 
     def _schedule_loop(self, hub: FrameHub) -> None:
         while not self._stop.is_set() and not self._stop_taking.is_set():
@@ -147,19 +154,24 @@ class Engine:
                     log.exception("scheduler failed to submit a frame of %s", frame.camera)
                     self.metrics.camera(frame.camera).drop("inference_error")
 
-    def stop_taking(self, timeout_s: float) -> bool:
-        """Stop taking frames from the hub, but submit the one already taken: a pool rebuild
-        hands the hub to a new engine without losing a frame. True if the scheduler ended."""
-        self._stop_taking.set()
-        for t in self._threads:
-            if t.name == "vidpipe-scheduler":
-                t.join(timeout_s)
-                return not t.is_alive()
-        return True
+    def stop(self, timeout_s: float) -> bool:
+        """Take no more frames from the hub and finish what is in flight: the frame already
+        taken is submitted (a pool rebuild hands the hub to a new scheduler without losing a
+        frame), and every submitted frame is postprocessed and handed on.
 
-    def stop_scheduler(self) -> None:
-        """Stop taking new frames (in-flight work continues)."""
-        self._stop.set()
+        True if all of it finished within ``timeout_s``. Frames may still be submitted
+        directly afterwards (``submit``); ``stop`` again waits for them.
+        """
+        deadline = time.monotonic() + timeout_s
+        self._stop_taking.set()
+        thread = self._scheduler_thread
+        if thread is not None:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                return False
+        with self._idle:
+            left = max(0.0, deadline - time.monotonic())
+            return self._idle.wait_for(lambda: self._unfinished == 0, left)
 
     # ------------------------------------------------------------------ submission
 
@@ -328,20 +340,18 @@ class Engine:
         """(monotonic time of the last completion, frames submitted but not finished)."""
         return self.last_completion, self._unfinished
 
-    def drain(self, timeout_s: float) -> bool:
-        """Wait until every submitted frame has been postprocessed and handed on."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._unfinished == 0, timeout_s)
-
     def close(self, timeout_s: float = 5.0) -> bool:
-        """Stop the scheduler, drain, stop postprocessing, close the backend."""
+        """``stop``, then end the threads and close the backend. A frame still waiting for
+        a slot after ``timeout_s`` is dropped (counted). True if everything finished."""
+        finished = self.stop(timeout_s)
         self._stop.set()
-        drained = self.drain(timeout_s)
         self._done.put(None)
         deadline = time.monotonic() + timeout_s
-        for t in self._threads:
+        for t in (self._scheduler_thread, self._postprocess_thread):
+            if t is None:
+                continue
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 log.warning("thread %s still alive after %.1f s", t.name, timeout_s)
         self.backend.close()
-        return drained
+        return finished

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from vidpipe.config import OpenVINOConfig
-from vidpipe.engine import CameraRules, Engine
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,10 +43,12 @@ def image(assets_dir: Path) -> np.ndarray:
     return img
 
 
-def make_engine(backend, assets_dir: Path, sink, max_age_s: float = 60.0) -> tuple[Engine, Metrics]:
+def make_engine(
+    backend, assets_dir: Path, sink, max_age_s: float = 60.0
+) -> tuple[Scheduler, Metrics]:
     metrics = Metrics()
     labels = load_labels(assets_dir / "models" / "coco80.txt")
-    engine = Engine(
+    engine = Scheduler(
         backend,
         DECODERS["yolox"],
         labels,
@@ -69,7 +71,7 @@ def test_every_submitted_frame_is_postprocessed_once(backend_factory, assets_dir
     engine.start()
     for seq in range(24):
         assert engine.submit(Frame(f"cam{seq % 3}", seq, time.monotonic(), image))
-    assert engine.drain(30)
+    assert engine.stop(30)
     assert sorted(r.seq for r in results) == list(range(24))
     assert engine.submitted == engine.completed == 24
     assert all("person" in {r.labels[c] for c in r.detections.class_id} for r in results)
@@ -122,7 +124,7 @@ def test_frames_older_than_max_age_are_dropped_and_counted(
     engine.start()
     assert not engine.submit(Frame("cam", 0, time.monotonic() - 5.0, image))
     assert engine.submit(Frame("cam", 1, time.monotonic(), image))
-    assert engine.drain(10)
+    assert engine.stop(10)
     assert [r.seq for r in results] == [1]
     assert value(metrics, "vidpipe_frames_dropped_total", camera="cam", reason="too_old") == 1
     engine.close()
@@ -176,7 +178,32 @@ def test_refused_submit_leaves_nothing_pending(backend_factory, assets_dir, imag
     backend.close()
     with pytest.raises(BackendError, match="closed"):
         engine.submit(Frame("cam", 0, time.monotonic(), image))
-    assert engine.drain(1.0)
+    assert engine.stop(1.0)
     assert engine.submitted == 0
     assert engine.pool.free_count == len(engine.pool.buffers)
     engine.close(2)
+
+
+def test_stop_finishes_the_frames_taken_and_takes_no_more(backend_factory, assets_dir, image):
+    """``stop``: the hub is no longer read, every frame taken is handed on; ``close`` ends
+    the threads and the backend. OpenVINO sends one frame per request: batch size 1."""
+    results: list[FrameResult] = []
+    engine, metrics = make_engine(backend_factory(), assets_dir, results.append)
+    hub = FrameHub()
+    box = hub.add("cam", "block", lambda f: None)
+    engine.start(hub)
+    never = threading.Event()
+    for seq in range(6):
+        assert box.put(Frame("cam", seq, time.monotonic(), image), never)
+    deadline = time.monotonic() + 20
+    while engine.submitted < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stop(20)
+    assert sorted(r.seq for r in results) == list(range(6))
+    box.put(Frame("cam", 6, time.monotonic(), image), never)
+    time.sleep(0.3)
+    assert hub.pending() == 1 and engine.submitted == 6  # stopped: the hub is not read
+    assert engine.close(5)
+    assert not any(t.is_alive() for t in (engine._scheduler_thread, engine._postprocess_thread))
+    assert value(metrics, "vidpipe_batch_size_count") == 6
+    assert value(metrics, "vidpipe_batch_size_sum") == 6

@@ -19,16 +19,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from vidpipe import redact
-from vidpipe.config import (
-    Config,
-    ConfigError,
-    JsonlSinkConfig,
-    MqttSinkConfig,
-    OpenVINOConfig,
-    SnapshotSinkConfig,
-    WebhookSinkConfig,
-)
-from vidpipe.infer.gpu import GpuConfig
+from vidpipe.config.base import ConfigError
+from vidpipe.config.registry import BACKENDS, SINKS
+from vidpipe.config.schema import Config
 
 MAX_CONFIG_BYTES = 1 << 20
 """Larger files are refused: no real config comes close, and PyYAML is slow on huge input."""
@@ -43,13 +36,8 @@ _PLAIN_TAGS = {_CORE + "map", _CORE + "seq"}
 _TIMESTAMP = _CORE + "timestamp"  # no field is a date: "2024-01-31" stays the text written
 _SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null")} | {_TIMESTAMP}
 _TAG_MODELS: dict[str, type[BaseModel]] = {
-    "jsonl": JsonlSinkConfig,
-    "snapshot": SnapshotSinkConfig,
-    "mqtt": MqttSinkConfig,
-    "webhook": WebhookSinkConfig,
-    "openvino": OpenVINOConfig,
-    "tensorrt": GpuConfig,
-    "torch": GpuConfig,
+    **SINKS.models(),
+    **BACKENDS.models(),
 }  # discriminator tags that pydantic puts into error locations
 _PATH_PREFIX = re.compile(r"((?:[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[\d+\])*): (.*)", re.S)
 Path_ = tuple[str | int, ...]
@@ -113,16 +101,21 @@ def _read_credential(name: str, env: dict[str, str]) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ValueError(f"credential {name!r} cannot be read: {reason}") from None
-    redact.register_secret(secret)
     return secret
 
 
-def _substitute(value: str, where: str, problems: list[str], env: dict[str, str]) -> str:
+def _substitute(
+    value: str, where: str, problems: list[str], env: dict[str, str], secrets: set[str]
+) -> str:
+    """``value`` with ``${VAR}`` and ``${file:NAME}`` replaced; credentials go to ``secrets``."""
+
     def repl(m: re.Match[str]) -> str:
         name = m.group(1)
         try:
             if name.startswith("file:"):
-                return _read_credential(name[5:], env)
+                secret = _read_credential(name[5:], env)
+                secrets.add(secret)
+                return secret
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ValueError(f"bad variable reference ${{{name}}}")
             if name not in env:
@@ -146,6 +139,7 @@ class _Builder:
     def __init__(self, env: dict[str, str]) -> None:
         self.lines: dict[Path_, int] = {}
         self.problems: list[str] = []
+        self.secrets: set[str] = set()  # credentials read and URL passwords, to register
         self.env = env
         self.loader = _Loader("")
         self._active: set[int] = set()  # nodes on the current path: an alias cycle revisits one
@@ -215,11 +209,11 @@ class _Builder:
         if "\0" in value:
             self.problems.append(f"{where}: contains a NUL character")
             return None
-        value = _substitute(value, where, self.problems, self.env)
+        value = _substitute(value, where, self.problems, self.env, self.secrets)
         if "://" in value:
             pw = redact.url_password(value)
             if pw:
-                redact.register_secret(pw)
+                self.secrets.add(pw)
         return value
 
 
@@ -328,7 +322,11 @@ def _check_depth(text: str) -> None:
 
 
 def parse_config(text: str, source: str = "config", env: dict[str, str] | None = None) -> Config:
-    """Parse and validate YAML text. Raises ConfigError listing every problem."""
+    """Parse and validate YAML text. Raises ConfigError listing every problem.
+
+    The secrets found (credentials read, URL passwords, fields marked secret) are registered
+    with ``vidpipe.redact`` here, explicitly: parsing itself has no side effects.
+    """
     env = dict(os.environ) if env is None else env
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError([f"<root>: larger than {MAX_CONFIG_BYTES} bytes"], source)
@@ -345,14 +343,24 @@ def parse_config(text: str, source: str = "config", env: dict[str, str] | None =
         raise ConfigError([f"<root>: nested deeper than {MAX_DEPTH} levels"], source) from None
     except _TooBig as exc:
         raise ConfigError([str(exc)], source) from None
+    # before any problem is reported: a problem's text may quote a credential or a URL
+    register_secrets(builder.secrets)
     if builder.problems:
         raise ConfigError(builder.problems, source)
     if not isinstance(data, dict):
         raise ConfigError([f"<root>: expected a mapping of sections, got {_kind(data)}"], source)
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_validation_problems(exc, builder.lines), source) from None
+    register_secrets(cfg.secrets())
+    return cfg
+
+
+def register_secrets(secrets: Iterable[str]) -> None:
+    """Mask ``secrets`` in every log line, metric, event and error from now on."""
+    for secret in secrets:
+        redact.register_secret(secret)
 
 
 def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Config:

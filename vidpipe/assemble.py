@@ -1,0 +1,386 @@
+"""Build the pipeline from a ``Config``, in one place.
+
+``vidpipe run`` (the daemon), a SIGHUP reload, ``vidpipe detect`` and ``vidpipe check`` all
+assemble here. This is the only module that knows the order of the stages::
+
+    capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess)
+                    -> TrackingStage -> SinkPool (JSONL, snapshots, MQTT, webhook, live view)
+
+``plan_inference`` does everything that can reject a config (compile the model, resolve class
+filters, build the tracking scenes) before anything runs; ``Pipeline`` starts the stages from
+a plan, applies a reload's difference, and stops them in pipeline order, every step with a
+deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
+from vidpipe.config import Config, ConfigError, register_secrets
+from vidpipe.handoff import FrameHub, Mailbox
+from vidpipe.health import Health
+from vidpipe.infer.base import BackendError
+from vidpipe.metrics import Metrics
+from vidpipe.model import LoadedModel, camera_rules, open_model
+from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.postprocess.draw import draw_detections
+from vidpipe.reload import ConfigDiff, active_cameras
+from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.shard import Shard
+from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
+from vidpipe.sinks.live import LiveView
+from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
+from vidpipe.types import CameraState, Frame, FrameResult
+from vidpipe.web import RouteInstaller, WebServer, build_app
+from vidpipe.web.live import LiveRoutes
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------- planning
+
+
+@dataclass
+class InferencePlan:
+    """A compiled model with every camera's postprocessing rules and tracking scene."""
+
+    loaded: LoadedModel
+    rules: dict[str, CameraRules]
+    scenes: dict[str, CameraScene]
+
+
+def plan_inference(
+    cfg: Config, metrics: Metrics, loaded: LoadedModel | None = None
+) -> InferencePlan:
+    """Compile the model (or reuse ``loaded``), resolve each camera's class filter and scene.
+
+    Raises:
+        BackendError: the model cannot be compiled or does not fit ``model.type``.
+        ConfigError: a class name or id is not the model's; lists every one.
+    """
+    register_secrets(cfg.secrets())  # a Config built in code was never through the loader
+    opened = loaded is None
+    model = loaded if loaded is not None else open_model(cfg.model, cfg.inference)
+    try:
+        rules = camera_rules(cfg, model)
+        ids = {name: r.class_ids for name, r in rules.items()}
+        scenes = build_scenes(cfg, model.labels, ids, metrics)
+    except BaseException:
+        if opened:
+            model.backend.close()
+        raise
+    return InferencePlan(model, rules, scenes)
+
+
+def build_scheduler(
+    cfg: Config,
+    plan: InferencePlan,
+    metrics: Metrics,
+    on_result: Callable[[FrameResult], None],
+    *,
+    keep_images: bool = False,
+    on_fatal: Callable[[BaseException], None] | None = None,
+    max_frame_age_s: float | None = None,
+) -> Scheduler:
+    """A scheduler (not started) over the plan's model, with every camera's rules."""
+    loaded = plan.loaded
+    spec = loaded.backend.input_spec
+    scheduler = Scheduler(
+        loaded.backend,
+        loaded.decoder,
+        loaded.labels,
+        metrics,
+        on_result,
+        default_rules=CameraRules(
+            DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None
+        ),
+        iou_threshold=cfg.model.iou_threshold,
+        max_frame_age_s=(
+            cfg.scheduler.max_frame_age_ms / 1000.0 if max_frame_age_s is None else max_frame_age_s
+        ),
+        keep_images=keep_images,
+        on_fatal=on_fatal,
+    )
+    for name, rules in plan.rules.items():
+        scheduler.set_rules(name, rules)
+    return scheduler
+
+
+def check(cfg: Config) -> list[str]:
+    """Every problem with a parsed config and its model (``vidpipe check``); starts nothing."""
+    problems: list[str] = []
+    for i, cam in enumerate(cfg.cameras):
+        if not cam.is_stream:
+            path = Path(cam.url.removeprefix("file://"))
+            if not path.is_file():
+                problems.append(f"cameras[{i}].url ({cam.name}): file not found: {path}")
+    try:
+        plan = plan_inference(cfg, Metrics())
+    except BackendError as exc:
+        return [*problems, f"model: {exc}"]
+    except ConfigError as exc:
+        return [*problems, *exc.problems]
+    plan.loaded.backend.close()
+    return problems
+
+
+def detector(cfg: Config, on_result: Callable[[FrameResult], None]) -> Scheduler:
+    """A started scheduler fed by ``submit`` (``vidpipe detect``): no capture, no sinks, no
+    frame too old."""
+    plan = plan_inference(cfg.model_copy(update={"cameras": []}), Metrics())
+    scheduler = build_scheduler(cfg, plan, Metrics(), on_result, max_frame_age_s=float("inf"))
+    scheduler.start()
+    return scheduler
+
+
+def log_model(loaded: LoadedModel) -> None:
+    desc = loaded.backend.description
+    log.info(
+        "model %s on %s: precision %s, hint %s, %s requests (optimal %s), input %s",
+        desc["model"],
+        desc["device"],
+        desc["precision"],
+        desc["hint"],
+        desc["requests"],
+        desc.get("optimal_requests", "?"),
+        desc.get("input", "?"),
+    )
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+class Pipeline:
+    """The running stages of one config: built in pipeline order, stopped in it.
+
+    Args:
+        cfg: the config to run (``apply`` replaces it on a reload).
+        metrics: the process's metrics.
+        health: the probes' state; the pipeline reports its progress to it.
+        shard: None runs every enabled camera; else only the cameras this shard owns.
+        on_fatal: called once when the inference device is lost.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        metrics: Metrics,
+        health: Health,
+        shard: Shard | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self.health = health
+        self.shard = shard
+        self._on_fatal = on_fatal
+        self.hub = FrameHub()
+        self.workers: dict[str, CaptureWorker] = {}
+        self._boxes: dict[str, Mailbox] = {}
+        self.scheduler: Scheduler | None = None
+        self.sinks: SinkPool | None = None
+        self.tracking: TrackingStage | None = None
+        self.loaded: LoadedModel | None = None
+        # features append route installers before start(); the live view does
+        self.web_installers: list[RouteInstaller] = []
+        self.http_port: int | None = None
+        self._web: WebServer | None = None
+        self._listeners: list[CameraStateListener] = []
+        # frames counted by schedulers that a reload replaced: (submitted, completed, delivered)
+        self._retired = (0, 0, 0)
+
+    # ------------------------------------------------------------------ start-up
+
+    def start(self, plan: InferencePlan) -> None:
+        """Start the HTTP server, the sinks, tracking, the scheduler and the cameras."""
+        cfg = self.cfg
+        extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
+        if cfg.http.enabled:
+            self._start_web()
+        sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra]
+        self._listeners = [s for s in sinks if isinstance(s, CameraStateListener)]
+        self.sinks = SinkPool(sinks, self.metrics)
+        self.sinks.start()
+        # a stateful step between the scheduler and the sinks: tracking, zones and lines
+        self.tracking = TrackingStage(plan.scenes, self.sinks.submit, self.metrics)
+        self.scheduler = self._new_scheduler(plan)
+        self.health.attach(self._progress)
+        self.scheduler.start(self.hub)
+        configure_ffmpeg_env(cfg.capture.analyze_duration_ms)
+        for name in active_cameras(cfg, self.shard):
+            self.start_camera(name)
+
+    def _live_view(self) -> list[Sink]:
+        """The live view: a sink of annotated frames and its HTTP routes."""
+        live_cfg = self.cfg.http.live
+        live = LiveView(
+            draw_detections,
+            self.metrics,
+            jpeg_quality=live_cfg.jpeg_quality,
+            overlay=self._draw_scene,
+        )
+        routes = LiveRoutes(
+            live,
+            lambda: list(self.workers),  # the running cameras: shards and reloads change them
+            self.capture_stats,
+            self.metrics,
+            live_cfg,
+            self.cfg.http.token,
+        )
+        self.web_installers.append(routes.install)
+        return [live]
+
+    def _start_web(self) -> None:
+        http = self.cfg.http
+        app = build_app(self.metrics, self.health, http.token, self.web_installers)
+        self._web = WebServer(app, http.host, http.port)
+        self.http_port = self._web.start()
+        log.info(
+            "HTTP on http://%s:%d (%s/metrics, /healthz, /readyz)%s",
+            http.host,
+            self.http_port,
+            "live view /, /api, " if http.live.enabled else "",
+            ", bearer token required" if http.token else "",
+        )
+
+    def _new_scheduler(self, plan: InferencePlan) -> Scheduler:
+        assert self.sinks is not None and self.tracking is not None
+        self.loaded = plan.loaded
+        return build_scheduler(
+            self.cfg,
+            plan,
+            self.metrics,
+            self.tracking,  # cameras without tracking pass straight through to the sinks
+            keep_images=self.sinks.wants_images,
+            on_fatal=self._on_fatal,
+        )
+
+    def _draw_scene(self, camera: str, image: np.ndarray) -> np.ndarray:
+        """The camera's zones and lines with their counts on ``image`` (the live view)."""
+        scene = self.tracking.scenes.get(camera) if self.tracking is not None else None
+        return image if scene is None else scene.draw(image)
+
+    # ------------------------------------------------------------------ cameras
+
+    def start_camera(self, name: str) -> None:
+        cam = next(c for c in self.cfg.cameras if c.name == name)
+        cm = self.metrics.camera(name)
+
+        def dropped(_frame: Frame) -> None:
+            cm.drop("overwritten")
+
+        live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
+        box = self.hub.add(name, "newest" if live else "block", dropped)
+        self._boxes[name] = box
+        worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
+        self.workers[name] = worker
+        worker.start()
+
+    def stop_camera(self, name: str, timeout_s: float, forget: bool) -> None:
+        """Stop one camera; frames it already handed to inference finish normally."""
+        worker = self.workers.pop(name)
+        worker.stop()
+        if not worker.join(timeout_s):
+            log.warning("camera %s: capture thread still alive after %.0f s", name, timeout_s)
+        box = self._boxes.pop(name)
+        if box.clear() is not None:  # decoded but never taken by inference: count it
+            self.metrics.camera(name).drop("shutdown")
+        self.hub.remove(box)
+        if forget:  # no stale "camera down" series for a camera that was removed
+            self.metrics.forget_camera(name)
+
+    def _camera_state(self, name: str, state: CameraState) -> None:
+        """A capture worker changed state (its supervisor thread): tell the sinks that listen."""
+        for listener in self._listeners:
+            listener.camera_state(name, state)
+
+    def capture_stats(self) -> dict[str, dict[str, Any]]:
+        """``CaptureWorker.stats()`` of every running camera (for the live view)."""
+        return {name: w.stats() for name, w in list(self.workers.items())}
+
+    def _progress(self) -> tuple[float, int]:
+        """Health probe: last completion time, frames in flight or waiting in mailboxes."""
+        assert self.scheduler is not None
+        last, unfinished = self.scheduler.progress()
+        return last, unfinished + self.hub.pending()
+
+    # ------------------------------------------------------------------ live reload
+
+    def apply(self, cfg: Config, diff: ConfigDiff, plan: InferencePlan) -> None:
+        """Run ``cfg`` from now on, changing only what ``diff`` names; ``plan`` was made from
+        ``cfg`` (with a new model when ``diff.rebuild_inference``)."""
+        assert self.tracking is not None and self.scheduler is not None
+        self.cfg = cfg
+        changed = self.tracking.replace_scenes(plan.scenes)  # unchanged cameras keep tracks
+        if changed:
+            log.info("tracking, zones or lines replaced on: %s", ", ".join(changed))
+        if plan.loaded is not self.loaded:
+            self._swap_scheduler(plan)
+        else:
+            for name, rules in plan.rules.items():
+                self.scheduler.set_rules(name, rules)
+        timeout_s = cfg.shutdown_timeout_s
+        for name in diff.stop + diff.restart:
+            self.stop_camera(name, timeout_s, forget=name in diff.stop)
+        for name in diff.restart + diff.start:
+            self.start_camera(name)
+
+    def _swap_scheduler(self, plan: InferencePlan) -> None:
+        """Start a new scheduler on the hub, then stop and close the old one.
+
+        Both take from the same hub for a moment; each submits only to its own request pool,
+        so no pool has two submitting threads.
+        """
+        old = self.scheduler
+        assert old is not None
+        self.metrics.inference_info.clear()  # the new scheduler sets its own series
+        self.scheduler = self._new_scheduler(plan)
+        self.scheduler.start(self.hub)
+        timeout_s = self.cfg.shutdown_timeout_s
+        if not old.close(timeout_s):
+            log.error("the previous inference pool did not finish its frames in %.0f s", timeout_s)
+        r = self._retired
+        self._retired = (r[0] + old.submitted, r[1] + old.completed, r[2] + old.delivered)
+        log.info("inference pool rebuilt: %s", plan.loaded.backend.description.get("model", "?"))
+
+    # ------------------------------------------------------------------ shutdown
+
+    def totals(self) -> tuple[int, int, int]:
+        """Frames submitted, completed, delivered: every scheduler of this run, summed."""
+        s = self.scheduler
+        now = (s.submitted, s.completed, s.delivered) if s is not None else (0, 0, 0)
+        r = self._retired
+        return (r[0] + now[0], r[1] + now[1], r[2] + now[2])
+
+    def stop(self, deadline: float) -> bool:
+        """Stop in pipeline order by ``deadline`` (monotonic). True if nothing was lost."""
+        clean = True
+        for w in self.workers.values():
+            w.stop()
+        for name, w in self.workers.items():
+            if not w.join(max(0.1, deadline - time.monotonic())):
+                log.warning("camera %s: capture thread still alive at shutdown", name)
+        if self.scheduler is not None:
+            clean = self.scheduler.close(max(0.1, deadline - time.monotonic()))
+            # frames still waiting in mailboxes never entered inference: count, don't hide
+            for frame in self.hub.clear_all():
+                self.metrics.camera(frame.camera).drop("shutdown")
+            if not clean:
+                log.error("inference did not drain before the shutdown timeout")
+        if self.sinks is not None:
+            left = self.sinks.close(max(0.1, deadline - time.monotonic()))
+            if any(left.values()):
+                clean = False
+        return clean
+
+    def stop_web(self) -> None:
+        if self._web is not None:
+            self._web.stop()

@@ -1,0 +1,208 @@
+"""The config schema: the whole ``Config`` and its sections (cameras, sinks, HTTP, ...).
+
+The model, inference and scene (tracking, zones, lines) sections are in their own modules of
+this package; the loader that reads YAML into a ``Config`` is ``vidpipe.config.load``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from vidpipe.config.base import SECRET, ConfigModel
+from vidpipe.config.inference import InferenceConfig, ModelConfig, OpenVINOConfig
+from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
+from vidpipe.config.sinks import SinkConfig
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class SchedulerConfig(ConfigModel):
+    """The shared preprocessing + submission stage."""
+
+    max_frame_age_ms: float = Field(
+        1000, gt=0, description="frames older than this when a slot frees up are dropped"
+    )
+
+
+class MotionConfig(ConfigModel):
+    """The motion gate of a camera: frames in which nothing moved are not inferred."""
+
+    enabled: bool = Field(False, description="skip inference on frames with no motion")
+    threshold: int = Field(
+        25,
+        ge=1,
+        le=255,
+        description="grey-level change (0-255) for a pixel to count as moving, compared with "
+        "the last inferred frame on a blurred 160-pixel-wide copy",
+    )
+    min_area: float = Field(
+        0.002, gt=0, le=1, description="fraction of the picture that must move to infer a frame"
+    )
+    max_skip_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="infer at least this often even without motion, so objects standing still "
+        "stay known (media time for files)",
+    )
+
+
+class CaptureConfig(ConfigModel):
+    """Defaults for every camera's capture worker."""
+
+    open_timeout_ms: int = Field(5000, gt=0, description="OpenCV open timeout")
+    read_timeout_ms: int = Field(5000, gt=0, description="OpenCV read timeout")
+    stall_timeout_s: float = Field(10.0, gt=0, description="no new frame for this long = stall")
+    backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
+    backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
+    decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
+    analyze_duration_ms: int = Field(
+        500,
+        ge=0,
+        description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
+        "take 2.8 s each, and OpenCV opens one camera at a time); 0 keeps FFmpeg's default",
+    )
+    motion: MotionConfig = Field(
+        default_factory=MotionConfig, description="motion gate of cameras that set none"
+    )
+
+
+class CameraConfig(ConfigModel):
+    """One camera."""
+
+    name: str = Field(
+        min_length=1, max_length=64, description="unique name; used in metrics and file names"
+    )
+    url: str = Field(min_length=1, description="rtsp://, rtsps://, or a video file path")
+    loop: bool = Field(False, description="for files: start again at the end")
+    realtime: bool = Field(
+        False,
+        description="for files: play at the clip's own frame rate, like a live camera (newest "
+        "frame kept, drops counted) instead of as fast as inference takes frames",
+    )
+    detect_fps: float | None = Field(
+        None, gt=0, description="run detection at most this often; decoding continues"
+    )
+    classes: list[str | int] | None = Field(
+        None, description="only report these classes (names or ids)"
+    )
+    score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
+    enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    motion: MotionConfig | None = Field(
+        None, description="motion gate (replaces capture.motion as a whole); default: that"
+    )
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig, description="object tracking (track ids in results)"
+    )
+    zones: list[ZoneConfig] = Field(
+        default_factory=list, description="polygon zones: enter/leave events, object gauge"
+    )
+    lines: list[LineConfig] = Field(
+        default_factory=list, description="directed lines: cross events and counters"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_chars(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", v):
+            raise ValueError(
+                "camera name may use only letters, digits, '_', '-', '.' and must start with a "
+                "letter or digit"
+            )
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url_kind(cls, v: str) -> str:
+        if "://" in v and not v.lower().startswith(("rtsp://", "rtsps://", "file://")):
+            scheme = v.split("://", 1)[0]
+            raise ValueError(f"unsupported URL scheme {scheme!r}: use rtsp://, rtsps:// or a file")
+        return v
+
+    @model_validator(mode="after")
+    def _realtime_for_files(self) -> CameraConfig:
+        if self.realtime and self.is_stream:
+            raise ValueError("realtime applies to files only (a live stream is real time)")
+        check_scene(self.tracking, self.zones, self.lines)
+        return self
+
+    @property
+    def tracks(self) -> bool:
+        """Whether this camera tracks objects (tracking.enabled, or any zone or line)."""
+        return self.tracking.enabled or bool(self.zones or self.lines)
+
+    @property
+    def is_stream(self) -> bool:
+        return self.url.lower().startswith(("rtsp://", "rtsps://"))
+
+
+class LiveViewConfig(ConfigModel):
+    """The live web view on the HTTP server: status page, MJPEG and snapshot endpoints."""
+
+    enabled: bool = Field(True, description="serve /, /cameras/... and /api/...")
+    max_fps: float = Field(5.0, gt=0, le=60, description="MJPEG frame-rate cap per viewer")
+    jpeg_quality: int = Field(75, ge=1, le=100, description="JPEG quality of the live frames")
+    stalled_after_s: float = Field(
+        2.0, gt=0, description="a streaming camera with no new frame for this long shows stalled"
+    )
+
+
+class HttpConfig(ConfigModel):
+    """The daemon's one HTTP server: /metrics, /healthz, /readyz (and the live view)."""
+
+    enabled: bool = True
+    host: str = Field("127.0.0.1", description="bind address; loopback unless you mean it")
+    port: int = Field(9108, ge=0, le=65535, description="0 picks a free port")
+    token: str | None = Field(
+        None,
+        min_length=16,
+        description="bearer token required on every endpoint but /healthz and /readyz; "
+        "use ${file:NAME} or ${VAR} so it stays out of the file",
+        json_schema_extra=SECRET,
+    )
+    live: LiveViewConfig = Field(
+        default_factory=LiveViewConfig, description="live view (status page, MJPEG)"
+    )
+
+
+class LoggingConfig(ConfigModel):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+
+class Config(ConfigModel):
+    """The whole daemon configuration."""
+
+    model: ModelConfig
+    inference: InferenceConfig = Field(default_factory=OpenVINOConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    capture: CaptureConfig = Field(default_factory=CaptureConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    sinks: list[SinkConfig] = Field(default_factory=list)
+    shutdown_timeout_s: float = Field(10.0, gt=0, description="drain limit on SIGTERM")
+    cameras: list[CameraConfig] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend_type(cls, data: Any) -> Any:
+        inference = data.get("inference") if isinstance(data, dict) else None
+        if isinstance(inference, dict) and "type" not in inference:
+            data = {**data, "inference": {"type": "openvino", **inference}}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_cameras(self) -> Config:
+        seen: dict[str, int] = {}
+        for i, cam in enumerate(self.cameras):
+            if cam.name in seen:
+                # the leading path lets _describe point at the second camera's line
+                raise ValueError(
+                    f"cameras[{i}].name: duplicate camera name {cam.name!r} (also "
+                    f"cameras[{seen[cam.name]}].name)"
+                )
+            seen[cam.name] = i
+        return self
