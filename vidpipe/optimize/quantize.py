@@ -20,6 +20,12 @@ from vidpipe.types import Detections
 #: Score threshold of the detections compared (the agreement rule's weak side).
 DECODE_THRESHOLD = 0.25
 METHODS = ("accuracy-control", "plain")
+#: Frames each quantizer is ranked on by accuracy control. It ranks every quantized layer
+#: (226 in YOLOX-Nano) by the agreement without it; on all 133 validation frames that ran
+#: for more than 15 minutes on 2 busy cores.
+RANKING_FRAMES = 48
+#: Accuracy control tunes this far above the gate: the gate is then checked on other frames.
+TUNE_MARGIN = 0.01
 
 
 class OptimizeError(Exception):
@@ -139,12 +145,18 @@ def quantize(
         f"quantizing with accuracy control: calibrating on {len(calibration)} frames, "
         f"tuning on {len(validation)} (NNCF; this takes minutes)"
     )
+    from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+
+    restorer = AdvancedAccuracyRestorerParameters(
+        ranking_subset_size=min(RANKING_FRAMES, len(validation))
+    )
     return nncf.quantize_with_accuracy_control(
         model,
         dataset,
         nncf.Dataset(list(validation), lambda item: item[0].tensor),
         validate,
-        max_drop=1.0 - gate,
+        max_drop=max(0.0, 1.0 - gate - TUNE_MARGIN),
         drop_type=nncf.DropType.ABSOLUTE,
+        advanced_accuracy_restorer_parameters=restorer,
         **common,
     )
