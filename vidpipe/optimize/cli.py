@@ -102,8 +102,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     int8 = report["agreement_with_f32"]["int8"]
     progress(
         f"wrote {args.output} and {args.output.with_suffix('.json')}: agreement recall "
-        f"{int8['recall']:.3f}, precision {int8['precision']:.3f}; speed "
-        + ", ".join(f"{k} {v:g} fps" for k, v in report["speed_fps"].items())
+        f"{int8['recall']:.3f}, precision {int8['precision']:.3f}; CPU per inference "
+        + ", ".join(f"{k} {v['cpu_ms_per_frame']:g} ms" for k, v in report["speed"].items())
         + f"; recommended here: {report['recommendation']['use']}"
     )
     return EXIT_OK

@@ -128,7 +128,7 @@ def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[s
     }
     report = _report(cfg, options, len(sets.calibration), len(sets.validation), candidates)
     progress(f"speed: each model for {options.speed_s:g} s on this machine")
-    report["speed_fps"] = _speeds(core, model, int8, float_name, options.speed_s)
+    report["speed"] = _speeds(core, model, int8, float_name, options.speed_s)
     report["recommendation"] = _recommend(report, options)
     passed = candidates["int8"][1].passes(options.gate)
     report["written"] = passed or options.force
@@ -178,27 +178,33 @@ def _report(
 
 def _speeds(
     core: ov.Core, model: ov.Model, int8: ov.Model, float_name: str, seconds: float
-) -> dict[str, float]:
+) -> dict[str, dict[str, float]]:
+    """fps and CPU ms per inference of f32, the device's float precision and INT8."""
     runs = {"f32": (model, "f32"), float_name: (model, None), "int8": (int8, None)}
-    return {
-        name: round(speed.throughput_fps(speed.compile_model(core, m, p), seconds), 1)
-        for name, (m, p) in runs.items()
-    }
+    out = {}
+    for name, (m, precision) in runs.items():
+        measured = speed.throughput(speed.compile_model(core, m, precision), seconds)
+        out[name] = {
+            "fps": round(measured.fps, 1),
+            "cpu_ms_per_frame": round(measured.cpu_ms_per_frame, 2),
+        }
+    return out
 
 
 def _recommend(report: dict[str, Any], options: Options) -> dict[str, str]:
-    """The fastest precision on this machine whose agreement passes the gate (f32 always)."""
-    fps = report["speed_fps"]
+    """The precision that costs least CPU per inference on this machine among those whose
+    agreement passes the gate (f32 always does)."""
+    cost = {name: figures["cpu_ms_per_frame"] for name, figures in report["speed"].items()}
     passing = [
         name
-        for name in fps
+        for name in cost
         if name == "f32"
         or (
             report["agreement_with_f32"][name]["recall"] >= options.gate
             and report["agreement_with_f32"][name]["precision"] >= options.gate
         )
     ]
-    best = max(passing, key=lambda name: fps[name])
+    best = min(passing, key=lambda name: cost[name])
     use = (
         f"model.path: {options.output}"
         if best == "int8"
