@@ -55,8 +55,8 @@ run: setup
 	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe run --config $(CONFIG)
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check vidpipe tests
-	$(BIN)/ruff format --check vidpipe tests
+	$(BIN)/ruff check vidpipe tests benchmarks
+	$(BIN)/ruff format --check vidpipe tests benchmarks
 	$(BIN)/mypy
 
 format: $(INSTALLED)
@@ -75,11 +75,11 @@ BENCH_PIP := $(PY) -m pip install -q 'matplotlib>=3.8' && \
 
 bench: setup
 	$(BENCH_PIP)
-	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe bench --suite full --out benchmarks/results $(BENCH_ARGS)
+	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m benchmarks --suite full --out benchmarks/results $(BENCH_ARGS)
 
 bench-smoke: setup
 	$(BENCH_PIP)
-	VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe bench --suite smoke --out var/bench-smoke $(BENCH_ARGS)
+	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m benchmarks --suite smoke --out var/bench-smoke $(BENCH_ARGS)
 
 soak: setup
 	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m pytest -m soak $(PYTEST_ARGS)

@@ -28,6 +28,7 @@ from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.model import LoadedModel, camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
@@ -71,6 +72,7 @@ def plan_inference(
     model = loaded if loaded is not None else open_model(cfg.model, cfg.inference)
     try:
         rules = camera_rules(cfg, model)
+        check_sink_classes(cfg, model.labels)
         ids = {name: r.class_ids for name, r in rules.items()}
         scenes = build_scenes(cfg, model.labels, ids, metrics)
     except BaseException:
@@ -78,6 +80,25 @@ def plan_inference(
             model.backend.close()
         raise
     return InferencePlan(model, rules, scenes)
+
+
+def check_sink_classes(cfg: Config, labels: Labels) -> None:
+    """Refuse a sink's class filter that names no class of the model.
+
+    Sinks match classes by name per frame; an unknown name there would filter out every
+    detection without a word, so it is resolved against the labels once, here.
+
+    Raises:
+        ConfigError: one problem per unknown name, each naming ``sinks[i].classes[k]``.
+    """
+    problems: list[str] = []
+    for i, sink in enumerate(cfg.sinks):
+        try:
+            labels.ids(sink.class_filter, where=f"sinks[{i}].classes")
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)
 
 
 def build_scheduler(

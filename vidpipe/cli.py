@@ -171,6 +171,7 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from vidpipe.assemble import detector
+    from vidpipe.sinks.record import detection_dicts
     from vidpipe.types import Frame, FrameResult
 
     cfg = _detect_config(args)
@@ -198,7 +199,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
                             "frame": r.seq,
                             "width": r.width,
                             "height": r.height,
-                            "detections": r.detection_dicts(),
+                            "detections": detection_dicts(r),
                         }
                     )
                 )
@@ -275,25 +276,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build-engine", help="build and cache the TensorRT engine(s) ahead of time")
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_build_engine)
-    p = sub.add_parser(
-        "bench-gpu", help="GPU stream set vs tight loop; 1080p streams", add_help=False
-    )
-    p.set_defaults(func=lambda a: EXIT_FAIL)  # never reached: main() hands bench-gpu over
-    from vidpipe.bench.cli import add_parser  # light: the harness itself is imported on use
+    from vidpipe.bench.cli import add_gpu_parser, add_parser  # light: the rest loads on use
     from vidpipe.optimize.cli import add_parser as add_optimize  # nncf is imported on use
 
     add_parser(sub)
+    add_gpu_parser(sub)
     add_optimize(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench-gpu"]:  # its own parser: argparse's REMAINDER drops --options
-        from vidpipe.bench.gpu import main as bench_gpu
-
-        return bench_gpu(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.func(args))
     except ConfigError as exc:

@@ -8,6 +8,7 @@ from pathlib import Path
 from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, ModelConfig
 from vidpipe.infer.backends import build_backend
 from vidpipe.infer.base import BackendError, InferenceBackend
+from vidpipe.labels import Labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
 from vidpipe.scheduler import CameraRules
 
@@ -16,19 +17,18 @@ from vidpipe.scheduler import CameraRules
 class LoadedModel:
     backend: InferenceBackend
     decoder: Decoder
-    labels: tuple[str, ...]
+    labels: Labels
     num_classes: int
 
 
-def load_labels(path: Path | None, num_classes: int | None = None) -> tuple[str, ...]:
+def load_labels(path: Path | None, num_classes: int | None = None) -> Labels:
     """Class names from a file (one a line); numbered names when no file is given."""
     if path is None:
-        return tuple(str(i) for i in range(num_classes or 0))
+        return Labels.numbered(num_classes or 0)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return Labels.load(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise BackendError(f"cannot read labels file {path}: {exc}") from None
-    return tuple(line.strip() for line in lines if line.strip())
 
 
 def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
@@ -53,28 +53,9 @@ def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
     )
 
 
-def class_ids_for(cam: CameraConfig, index: int, labels: tuple[str, ...]) -> frozenset[int] | None:
+def class_ids_for(cam: CameraConfig, index: int, labels: Labels) -> frozenset[int] | None:
     """Resolve a camera's class filter (names or ids) to ids; ConfigError names the path."""
-    if cam.classes is None:
-        return None
-    ids: set[int] = set()
-    problems = []
-    for j, item in enumerate(cam.classes):
-        if isinstance(item, int):
-            if 0 <= item < len(labels):
-                ids.add(item)
-            else:
-                problems.append(
-                    f"cameras[{index}].classes[{j}] ({cam.name}): class id {item} out of "
-                    f"range 0..{len(labels) - 1}"
-                )
-        elif item in labels:
-            ids.add(labels.index(item))
-        else:
-            problems.append(f"cameras[{index}].classes[{j}] ({cam.name}): unknown class {item!r}")
-    if problems:
-        raise ConfigError(problems)
-    return frozenset(ids)
+    return labels.ids(cam.classes, where=f"cameras[{index}].classes", camera=cam.name)
 
 
 def camera_rules(cfg: Config, loaded: LoadedModel) -> dict[str, CameraRules]:

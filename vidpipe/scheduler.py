@@ -29,12 +29,13 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import FatalDeviceError, InferenceBackend
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
@@ -70,7 +71,7 @@ class Scheduler:
         self,
         backend: InferenceBackend,
         decoder: Decoder,
-        labels: Sequence[str],
+        labels: Labels,
         metrics: Metrics,
         on_result: Callable[[FrameResult], None],
         *,
@@ -82,7 +83,7 @@ class Scheduler:
     ) -> None:
         self.backend = backend
         self.decoder = decoder
-        self.labels = tuple(labels)
+        self.labels = Labels.of(labels)
         self.metrics = metrics
         self.on_result = on_result
         self.iou_threshold = iou_threshold
@@ -332,7 +333,7 @@ class Scheduler:
         for cid in class_ids:
             counts[cid] = counts.get(cid, 0) + 1
         for cid, n in counts.items():
-            inc(self.labels[cid] if 0 <= cid < len(self.labels) else str(cid), n)
+            inc(self.labels.name(cid), n)
 
     # ------------------------------------------------------------------ shutdown
 

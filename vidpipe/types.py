@@ -1,18 +1,21 @@
-"""Small frozen message types shared by the pipeline stages.
+"""Small frozen message types that the pipeline stages hand each other.
 
-Stages never import each other; they exchange only these types, the config models and the
-metrics registry.
+``Frame`` (capture to preprocess), ``Completion`` (a backend's answer), ``Detections``,
+``FrameResult`` and ``TrackEvent`` (postprocess and tracking to the sinks). They hold data
+only: how a result is written as JSON is ``vidpipe.sinks.record``'s job, how a class id is
+named ``vidpipe.labels.Labels``'.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from vidpipe.labels import Labels
 
 
 class CameraState(enum.Enum):
@@ -186,12 +189,6 @@ class Completion:
     infer_s: float = 0.0
 
 
-def iso_utc(wall_time: float) -> str:
-    """``time.time()`` as ISO-8601 UTC with milliseconds and a ``Z``."""
-    ts = datetime.fromtimestamp(wall_time, UTC).isoformat(timespec="milliseconds")
-    return ts.replace("+00:00", "Z")
-
-
 @dataclass(frozen=True, slots=True)
 class TrackEvent:
     """Something a tracked object did in one frame: entered or left a zone, crossed a line.
@@ -206,7 +203,7 @@ class TrackEvent:
         class_id: the track's class.
         label: the class name.
         point: the track's anchor point ``(x, y)`` in frame pixels.
-        direction: ``cross`` only: ``"in"`` or ``"out"`` (see ``vidpipe.events.geometry``).
+        direction: ``cross`` only: ``"in"`` or ``"out"`` (see ``vidpipe.track.geometry``).
         dwell_s: ``leave`` only: seconds between the enter and the leave frames' captures.
         reason: ``leave`` only: ``"exited"`` (left the polygon), ``"lost"`` (the track ended)
             or ``"reset"`` (the camera reconnected).
@@ -225,27 +222,6 @@ class TrackEvent:
     dwell_s: float | None = None
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict, the one serialisation every event sink uses."""
-        out: dict[str, Any] = {
-            "event": self.kind,
-            "camera": self.camera,
-            "frame": self.seq,
-            "ts": iso_utc(self.wall_time),
-            ("line" if self.kind == "cross" else "zone"): self.where,
-            "tracker_id": self.tracker_id,
-            "class_id": self.class_id,
-            "label": self.label,
-            "point": [round(self.point[0], 1), round(self.point[1], 1)],
-        }
-        if self.direction is not None:
-            out["direction"] = self.direction
-        if self.dwell_s is not None:
-            out["dwell_s"] = round(self.dwell_s, 3)
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class FrameResult:
@@ -260,7 +236,7 @@ class FrameResult:
         width: original frame width.
         height: original frame height.
         detections: boxes in original-frame pixels.
-        labels: class names, indexed by class id.
+        labels: the model's class names (a plain sequence of names is converted).
         image: the original frame (read-only). Sinks that draw make a copy.
         epoch: the frame's stream epoch (see ``Frame.epoch``).
         events: zone and line events of this frame (cameras with zones or lines only).
@@ -275,36 +251,11 @@ class FrameResult:
     width: int
     height: int
     detections: Detections
-    labels: tuple[str, ...] = field(repr=False, default=())
+    labels: Labels = field(repr=False, default=Labels())
     image: npt.NDArray[np.uint8] | None = field(repr=False, default=None)
     epoch: int = 0
     events: tuple[TrackEvent, ...] = ()
     still_frames: int = 0
 
-    def detection_dicts(self) -> list[dict[str, Any]]:
-        """Detections as JSON-ready dicts (``class_id``, ``label``, ``score``, ``box``).
-
-        With tracking on, each dict also has ``tracker_id``: the track's id, or None for a
-        detection that is not (yet) part of a confirmed track.
-        """
-        out = []
-        det = self.detections
-        tids = det.tracker_id.tolist() if det.tracker_id is not None else None
-        for i, (box, score, cid) in enumerate(
-            zip(det.xyxy.tolist(), det.score.tolist(), det.class_id.tolist(), strict=True)
-        ):
-            label = self.labels[cid] if 0 <= cid < len(self.labels) else str(cid)
-            item: dict[str, Any] = {
-                "class_id": int(cid),
-                "label": label,
-                "score": round(float(score), 5),
-                "box": [round(float(v), 2) for v in box],
-            }
-            if tids is not None:
-                item["tracker_id"] = tids[i] if tids[i] >= 0 else None
-            out.append(item)
-        return out
-
-    def event_dicts(self) -> list[dict[str, Any]]:
-        """This frame's zone and line events as JSON-ready dicts (``TrackEvent.to_dict``)."""
-        return [e.to_dict() for e in self.events]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", Labels.of(self.labels))

@@ -1,4 +1,5 @@
-"""``vidpipe bench --suite smoke`` end to end: real contenders, real model, a real subprocess.
+"""``python -m benchmarks --suite smoke`` (``vidpipe bench`` with the peer contenders of
+``benchmarks/`` registered) end to end: real contenders, real model, a real subprocess.
 
 Only the shape of what it writes is checked (keys, types, positive fps, the Markdown and the
 PNG); timings are never asserted, the machine may be busy.
@@ -16,6 +17,8 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tuple[Path, str]:
@@ -26,8 +29,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tup
         [
             sys.executable,
             "-m",
-            "vidpipe.cli",
-            "bench",
+            "benchmarks",
             "--suite",
             "smoke",
             "--contenders",
@@ -47,6 +49,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tup
         text=True,
         timeout=110,
         env=env,
+        cwd=REPO,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -66,7 +69,7 @@ def test_json_has_every_section(smoke_run: tuple[Path, str]) -> None:
         "targets",
         "options",
         "command",
-        "model_api_status",
+        "unavailable",
     ):
         assert key in doc, key
     assert doc["precision"] in ("f32", "bf16", "f16")

@@ -18,6 +18,7 @@ import pytest
 from tests.integration.conftest import wait_for
 from vidpipe.config import LiveViewConfig
 from vidpipe.health import Health
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks.live import LiveView
@@ -25,7 +26,7 @@ from vidpipe.web import WebServer, build_app
 from vidpipe.web.live import BOUNDARY, LiveRoutes
 
 CAMERAS = ("front", "back")
-LABELS = ("person", "bicycle", "car")
+LABELS = Labels(("person", "bicycle", "car"))
 
 
 def make_result(camera: str, seq: int, image: np.ndarray, boxes: int = 1) -> Any:

@@ -54,7 +54,7 @@ def test_detections_state_and_availability(broker: Mosquitto) -> None:
         events = [json.loads(m.payload) for m in sub.on("home/vidpipe/front/detections")]
         assert [e["frame"] for e in events] == [7, 9]
         first = events[0]
-        assert first["camera"] == "front" and first["timestamp"].endswith("+00:00")
+        assert first["camera"] == "front" and first["ts"].endswith("Z") and first["v"] == 1
         assert [(d["label"], d["score"]) for d in first["detections"]] == [
             ("person", pytest.approx(0.91, abs=1e-4)),
             ("car", pytest.approx(0.55, abs=1e-4)),

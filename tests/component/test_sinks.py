@@ -8,7 +8,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 
 from vidpipe.config import JsonlSinkConfig, SnapshotSinkConfig
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks import JsonlSink, SinkPool, SnapshotSink, build_sinks
 from vidpipe.sinks import jsonl as jsonl_module
 from vidpipe.sinks.paths import safe_name
+from vidpipe.sinks.record import detection_dicts
 from vidpipe.types import Detections, FrameResult
 
 pytestmark = pytest.mark.timeout(30)
@@ -103,13 +105,23 @@ def test_jsonl_writes_one_line_per_result(tmp_path: Path) -> None:
     lines = read_lines(path)
     assert [line["frame"] for line in lines] == list(range(50))
     first = lines[1]
-    assert set(first) == {"camera", "frame", "ts", "width", "height", "latency_ms", "detections"}
+    assert set(first) == {
+        "v",
+        "camera",
+        "frame",
+        "ts",
+        "width",
+        "height",
+        "latency_ms",
+        "detections",
+    }
+    assert first["v"] == 1
     assert first["camera"] == "cam"
     assert first["ts"] == "2023-11-14T22:13:21.500Z"
     assert all(_TS.fullmatch(str(line["ts"])) for line in lines)
     assert (first["width"], first["height"]) == (64, 48)
     assert first["latency_ms"] == 12.3
-    assert first["detections"] == make_result(1, n_det=1).detection_dicts()
+    assert first["detections"] == detection_dicts(make_result(1, n_det=1))
     assert sample(metrics, "vidpipe_sink_written_total", sink="jsonl") == 50
     assert sample(metrics, "vidpipe_sink_errors_total", sink="jsonl") == 0
     assert pool.close(timeout_s=5) == {"jsonl": 0}
@@ -275,7 +287,7 @@ class CountingDraw:
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(self, image: np.ndarray, det: Detections, labels: Sequence[str]) -> np.ndarray:
+    def __call__(self, image: np.ndarray, det: Detections, labels: Labels) -> np.ndarray:
         self.calls += 1
         return draw_detections(image, det, labels)
 

@@ -78,7 +78,7 @@ def test_full_batches_are_dispatched_at_max_batch_fake_gpu() -> None:
         assert all(c.error is None for c in got)
         assert sorted(int(c.outputs[0][0, 3]) for c in got) == [4] * 16  # type: ignore[index]
         assert sum(len(ctx.batches) for ctx in exs[0].contexts) == 4
-        assert backend.stats()["mean_batch"] == 4.0
+        assert [(s.batches, s.frames) for s in backend.sets] == [(4, 16)]
     finally:
         backend.close()
 
@@ -113,8 +113,7 @@ def test_each_result_reaches_its_own_frame_fake_gpu() -> None:
         for c in got:
             assert c.outputs is not None and c.outputs[0].shape == (1, 4)
             assert tuple(int(v) for v in c.outputs[0][0, :2]) == c.tag
-        stats = backend.stats()
-        assert stats["frames_gpu0"] > 0 and stats["frames_gpu1"] > 0
+        assert all(s.frames > 0 for s in backend.sets)
         assert backend.in_flight() == 0
     finally:
         backend.close()
@@ -129,8 +128,8 @@ def test_least_loaded_gpu_gets_more_batches_fake_gpu() -> None:
         for i in range(60):
             submit(backend, (0, i % 256), done)
         done.wait(60)
-        stats = backend.stats()
-        assert stats["frames_gpu1"] > 2 * stats["frames_gpu0"], stats
+        gpu0, gpu1 = (s.frames for s in backend.sets)
+        assert gpu1 > 2 * gpu0, (gpu0, gpu1)
     finally:
         backend.close()
 
@@ -322,10 +321,10 @@ def test_batch_size_metric_counts_every_dispatched_batch_fake_gpu() -> None:
             img = np.zeros((8, 8, 3), np.uint8)
             assert engine.submit(Frame("cam", seq, time.monotonic(), img))
         assert engine.stop(10.0)
-        stats = backend.stats()
+        ((batches, frames),) = [(s.batches, s.frames) for s in backend.sets]
     finally:
         engine.close(5.0)
     sample = metrics.registry.get_sample_value
-    assert sample("vidpipe_batch_size_sum") == stats["frames"] == 10
-    assert sample("vidpipe_batch_size_count") == stats["batches"]
-    assert stats["batches"] < 10  # frames were batched, so the mean is above 1
+    assert sample("vidpipe_batch_size_sum") == frames == 10
+    assert sample("vidpipe_batch_size_count") == batches
+    assert batches < 10  # frames were batched, so the mean is above 1

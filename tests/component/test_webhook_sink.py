@@ -107,7 +107,7 @@ def test_filters_and_cooldown(endpoint: Endpoint) -> None:
     assert [(e["camera"], e["frame"]) for e in endpoint.events] == [("a", 4), ("b", 6), ("a", 7)]
     first = endpoint.events[0]
     assert [d["label"] for d in first["detections"]] == ["person"]  # bicycle filtered out
-    assert first["timestamp"] and first["width"] == 640
+    assert first["ts"].endswith("Z") and first["v"] == 1 and first["width"] == 640
     assert endpoint.headers[0]["Authorization"] == "Bearer hook-secret-123"
     assert endpoint.headers[0]["Content-Type"] == "application/json"
     skipped = {

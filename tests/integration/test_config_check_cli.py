@@ -120,3 +120,29 @@ def test_valid_config_exits_0(tmp_path: Path, assets_dir: Path) -> None:
     proc = check(config, LABELS=str(models / "coco80.txt"))
     assert proc.returncode == 0, proc.stderr
     assert "OK (1 camera(s)" in proc.stdout
+
+
+def test_unknown_class_in_a_sink_filter_exits_2(tmp_path: Path, assets_dir: Path) -> None:
+    """A webhook's ``classes`` are matched by name per frame: a misspelt one would silently
+    filter out every detection, so ``check`` (and ``run``) resolve it against the labels."""
+    models = assets_dir / "models"
+    config = tmp_path / "hook.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": {
+                    "path": str(models / "yolox_nano.onnx"),
+                    "labels": str(models / "coco80.txt"),
+                },
+                "cameras": [{"name": "front", "url": "rtsp://10.0.0.2/stream"}],
+                "sinks": [
+                    {"type": "jsonl", "path": str(tmp_path / "d.jsonl")},
+                    {"type": "webhook", "url": "http://127.0.0.1:9/x", "classes": ["persn", "car"]},
+                ],
+            }
+        )
+    )
+    proc = check(config)
+    assert proc.returncode == 2, proc.stderr
+    assert "sinks[1].classes[0]: unknown class 'persn' (did you mean 'person'?)" in proc.stderr
+    assert "classes[1]" not in proc.stderr

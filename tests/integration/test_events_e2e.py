@@ -54,7 +54,7 @@ def test_daemon_publishes_detections_states_and_webhook_events(
             daemon = run_daemon(config)
             wait_for(lambda: sub.on("site/belt/detections"), 90, "detections on MQTT")
             event = json.loads(sub.on("site/belt/detections")[0].payload)
-            assert {"timestamp", "frame", "detections"} <= set(event)
+            assert {"v", "ts", "frame", "detections"} <= set(event) and event["v"] == 1
             assert "bottle" in {d["label"] for d in event["detections"]}
             assert [m.payload for m in sub.on("site/belt/state")][-1] == b"streaming"
             assert b"online" in [m.payload for m in sub.on("site/available")]

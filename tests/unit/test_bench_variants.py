@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vidpipe.bench.common import DEFAULT_CONTENDERS, PIPELINES, PointSpec
+from vidpipe.bench.common import PointSpec, default_contenders, pipelines
 from vidpipe.bench.variants import markdown, variant_ratios
 from vidpipe.bench.vidpipe_run import bench_config
 
@@ -23,7 +23,7 @@ def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
 
 
 def test_tracking_variant_is_opt_in_and_configures_every_camera(tmp_path) -> None:
-    assert "vidpipe-track" in PIPELINES and "vidpipe-track" not in DEFAULT_CONTENDERS
+    assert "vidpipe-track" in pipelines() and "vidpipe-track" not in default_contenders()
     spec = PointSpec("vidpipe-track", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
                      "/m.xml", "/labels.txt")  # fmt: skip
     cfg = bench_config(spec, tmp_path / "out.jsonl")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vidpipe.labels import Labels
 from vidpipe.postprocess.draw import PALETTE, class_colour, draw_detections
 from vidpipe.types import Detections
 
-LABELS = ("person", "bicycle", "car")
+LABELS = Labels(("person", "bicycle", "car"))
 
 
 def detections(rows: list[tuple[tuple[float, float, float, float], float, int]]) -> Detections:

@@ -1,4 +1,4 @@
-"""Track ids and events in the shared serialisation, the JSONL sink and the drawings."""
+"""Track ids and events in the shared records, the JSONL sink and the drawings."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 
 from vidpipe.config import LineConfig, ZoneConfig
+from vidpipe.labels import Labels
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.sinks.jsonl import JsonlSink
+from vidpipe.sinks.record import detection_dicts, event_record
 from vidpipe.track.draw import draw_scene
 from vidpipe.track.geometry import resolve_scene
 from vidpipe.types import Detections, FrameResult, TrackEvent
 
-LABELS = ("person", "bicycle", "car")
+LABELS = Labels(("person", "bicycle", "car"))
 
 
 def two_dets(tracker_id: list[int] | None) -> Detections:
@@ -61,9 +63,9 @@ def test_tracker_id_is_validated_and_kept_by_select() -> None:
 
 
 def test_detection_dicts_carry_track_ids_only_when_tracking() -> None:
-    dicts = frame_result(two_dets([4, -1])).detection_dicts()
+    dicts = detection_dicts(frame_result(two_dets([4, -1])))
     assert [d["tracker_id"] for d in dicts] == [4, None]
-    assert all("tracker_id" not in d for d in frame_result(two_dets(None)).detection_dicts())
+    assert all("tracker_id" not in d for d in detection_dicts(frame_result(two_dets(None))))
 
 
 @pytest.mark.parametrize(
@@ -80,10 +82,11 @@ def test_detection_dicts_carry_track_ids_only_when_tracking() -> None:
         ),
     ],
 )
-def test_event_dicts(ev: TrackEvent, expected: dict[str, object]) -> None:
-    d = ev.to_dict()
+def test_event_records(ev: TrackEvent, expected: dict[str, object]) -> None:
+    d = event_record(ev)
     assert expected.items() <= d.items()
-    assert (d["camera"], d["frame"], d["ts"], d["tracker_id"], d["label"]) == (
+    assert (d["v"], d["camera"], d["frame"], d["ts"], d["tracker_id"], d["label"]) == (
+        1,
         "door",
         7,
         "2023-11-14T22:13:20.250Z",

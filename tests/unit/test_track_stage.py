@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from vidpipe.config import Config, ConfigError, parse_config
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
+from vidpipe.sinks.record import detection_dicts
 from vidpipe.track.stage import TrackingStage, build_scenes
 from vidpipe.types import Detections, FrameResult
 
-LABELS = ("person", "bicycle", "car")
+LABELS = Labels(("person", "bicycle", "car"))
 
 CONFIG = """\
 model:
@@ -89,7 +91,7 @@ def test_walker_leaves_the_hall_and_crosses_the_middle_line_once() -> None:
     ids = {e.tracker_id for e in events}
     assert len(ids) == 1
     assert {int(t) for r in out[5:] for t in r.detections.tracker_id} == ids
-    assert out[-1].detection_dicts()[0]["tracker_id"] == ids.pop()
+    assert detection_dicts(out[-1])[0]["tracker_id"] == ids.pop()
     labels = {"camera": "door", "line": "middle", "class": "person"}
     assert sample(metrics, "vidpipe_line_crossings_total", **labels, direction="in") == 1
     assert sample(metrics, "vidpipe_line_crossings_total", **labels, direction="out") == 0
@@ -127,7 +129,7 @@ def test_class_filter_of_the_zone_and_untracked_camera_passes_through() -> None:
     assert not [e for r in out for e in r.events if e.kind == "enter"]
     stage(result(0, [(20, 100, 50, 180)], camera="plain"))
     assert out[-1].detections.tracker_id is None and out[-1].events == ()
-    assert "tracker_id" not in out[-1].detection_dicts()[0]
+    assert "tracker_id" not in detection_dicts(out[-1])[0]
 
 
 def test_a_failing_step_passes_the_result_on_and_counts_it(caplog) -> None:

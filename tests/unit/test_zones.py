@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vidpipe.labels import Labels
+from vidpipe.sinks.record import event_record
 from vidpipe.track.geometry import (
     anchor_points,
     crosses_segment,
@@ -14,7 +16,7 @@ from vidpipe.track.geometry import (
 )
 from vidpipe.track.zones import FrameInfo, LineWatch, Observations, ZoneWatch
 
-LABELS = ("person", "bicycle", "car")
+LABELS = Labels(("person", "bicycle", "car"))
 SQUARE = np.array([[100, 100], [200, 100], [200, 200], [100, 200]], np.float64)
 
 
@@ -105,7 +107,7 @@ def test_enter_then_leave_with_dwell_time() -> None:
     leave = events[1]
     assert leave.reason == "exited"
     assert leave.dwell_s == pytest.approx(0.3)  # frames 2 -> 5 at 10 fps
-    assert leave.to_dict()["zone"] == "square" and leave.to_dict()["dwell_s"] == 0.3
+    assert event_record(leave)["zone"] == "square" and event_record(leave)["dwell_s"] == 0.3
     assert z.counts() == {}
 
 
@@ -173,7 +175,7 @@ def test_cross_event_fields() -> None:
     w = line()
     w.update(frame(0), obs((9, 2, (100, 120))), ())
     (event,) = w.update(frame(1), obs((9, 2, (100, 80))), ())
-    d = event.to_dict()
+    d = event_record(event)
     assert (d["event"], d["line"], d["direction"], d["tracker_id"], d["label"]) == (
         "cross",
         "door",

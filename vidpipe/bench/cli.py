@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import ALL_CONTENDERS
+from vidpipe.bench.common import all_contenders
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -55,8 +55,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--contenders",
-        type=_csv(str, ALL_CONTENDERS),
-        help=f"comma list among {','.join(ALL_CONTENDERS)}",
+        type=_csv(str, all_contenders()),
+        help=f"comma list among {','.join(all_contenders())} (python -m benchmarks adds the "
+        "other designs)",
     )
     p.add_argument("--cameras", type=_csv(int), help="camera counts, e.g. 1,4,8")
     p.add_argument(
@@ -99,6 +100,49 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
     p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
     p.set_defaults(func=cmd_bench)
+
+
+def _ints(text: str) -> list[int]:
+    """A comma list of integers; empty text is an empty list (that measurement is skipped)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+
+
+def add_gpu_parser(sub: Any) -> None:
+    """Register the ``bench-gpu`` subcommand on the main parser's subparsers."""
+    p = sub.add_parser(
+        "bench-gpu",
+        help="GPU stream set vs tight loop; 1080p streams",
+        description="The GPU stream set against the same executor in a tight loop (inference "
+        "img/s per batch and stream count), then N cameras of a 1080p clip through the whole "
+        "daemon; one JSON document.",
+    )
+    p.add_argument("--model", type=Path, required=True, help="the ONNX model")
+    p.add_argument("--labels", type=Path, required=True, help="its labels file")
+    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
+    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
+    p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
+    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
+    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
+    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
+    p.add_argument("--cameras", type=_ints, default=[], help="camera counts of the streams test")
+    p.add_argument("--stream-batch", type=int, default=32, help="max batch in the streams test")
+    p.add_argument("--warmup", type=float, default=6.0, help="seconds before a streams window")
+    p.add_argument("--window", type=float, default=12.0, help="streams measurement window")
+    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
+    p.add_argument("--json", type=Path, required=True, help="result file")
+    p.set_defaults(func=cmd_bench_gpu)
+
+
+def cmd_bench_gpu(args: argparse.Namespace) -> int:
+    """Run ``vidpipe bench-gpu`` (torch or TensorRT are imported only now)."""
+    from vidpipe.bench.gpu import run
+
+    return run(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

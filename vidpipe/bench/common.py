@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import os
 import platform
 import re
@@ -10,7 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,22 +27,84 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
 VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
 #: vidpipe with a feature on in every camera (``variants.CAMERA_VARIANTS``), for A/B runs.
 VIDPIPE_CAMERA_VARIANTS: dict[str, dict[str, Any]] = CAMERA_VARIANTS
-#: Contenders measured per camera count, in their default order.
-PIPELINES: tuple[str, ...] = (
-    "naive",
-    "single",
-    "model_api",
-    "vidpipe",
-    *VIDPIPE_VARIANTS,
-    *VIDPIPE_CAMERA_VARIANTS,
-)
-#: Contenders measured once per clip (no cameras): inference ceiling and stage costs.
-REFERENCES: tuple[str, ...] = ("ceiling",)
-ALL_CONTENDERS: tuple[str, ...] = REFERENCES + PIPELINES
-#: What a run measures unless ``--contenders`` says otherwise.
-DEFAULT_CONTENDERS: tuple[str, ...] = tuple(
-    c for c in ALL_CONTENDERS if c not in VIDPIPE_VARIANTS and c not in VIDPIPE_CAMERA_VARIANTS
-)
+
+
+@dataclass(frozen=True)
+class ContenderEntry:
+    """How the harness runs one contender.
+
+    Attributes:
+        name: the contender's name in ``--contenders``, results and reports.
+        factory: ``"module:callable"``; ``callable(spec)`` builds the contender in the worker
+            process (``worker.Contender``). Imported there, by name.
+        sys_path: a directory the worker process needs on ``sys.path`` to import ``factory``
+            (None: importable as installed).
+        reference: measured once per clip with no cameras (an inference ceiling), not per
+            camera count.
+        default: measured when ``--contenders`` is not given.
+        unavailable: returns why the contender cannot run on this machine, or None.
+    """
+
+    name: str
+    factory: str
+    sys_path: str | None = None
+    reference: bool = False
+    default: bool = True
+    unavailable: Callable[[], str | None] | None = None
+
+
+_CONTENDERS: dict[str, ContenderEntry] = {}
+#: Environment variables through which the harness names a point's contender to the worker.
+FACTORY_ENV = "VIDPIPE_BENCH_FACTORY"
+SYS_PATH_ENV = "VIDPIPE_BENCH_SYS_PATH"
+
+
+def register_contender(entry: ContenderEntry) -> None:
+    """Make ``entry`` runnable by the harness (``benchmarks/`` registers the peer designs).
+
+    Raises:
+        ValueError: another contender has that name.
+    """
+    if entry.name in _CONTENDERS and _CONTENDERS[entry.name] != entry:
+        raise ValueError(f"benchmark contender {entry.name!r} is registered twice")
+    _CONTENDERS[entry.name] = entry
+
+
+def contender(name: str) -> ContenderEntry:
+    """The registered contender ``name``. Raises ValueError listing the known ones."""
+    try:
+        return _CONTENDERS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown contender {name!r}; registered: {', '.join(_CONTENDERS)}"
+        ) from None
+
+
+def all_contenders() -> tuple[str, ...]:
+    """Every registered contender, references first, in registration order."""
+    refs = tuple(n for n, e in _CONTENDERS.items() if e.reference)
+    return refs + tuple(n for n, e in _CONTENDERS.items() if not e.reference)
+
+
+def pipelines() -> tuple[str, ...]:
+    """Registered contenders measured per camera count."""
+    return tuple(n for n, e in _CONTENDERS.items() if not e.reference)
+
+
+def references() -> tuple[str, ...]:
+    """Registered contenders measured once per clip (no cameras)."""
+    return tuple(n for n, e in _CONTENDERS.items() if e.reference)
+
+
+def default_contenders() -> tuple[str, ...]:
+    """What a run measures unless ``--contenders`` says otherwise."""
+    return tuple(n for n in all_contenders() if _CONTENDERS[n].default)
+
+
+_VIDPIPE_FACTORY = "vidpipe.bench.vidpipe_run:VidpipeRun"
+register_contender(ContenderEntry("vidpipe", _VIDPIPE_FACTORY))
+for _name in (*VIDPIPE_VARIANTS, *VIDPIPE_CAMERA_VARIANTS):
+    register_contender(ContenderEntry(_name, _VIDPIPE_FACTORY, default=False))
 
 _DERIVED = re.compile(r"^(?P<stem>.+)-(?P<height>\d{3,4})p\.mp4$")
 
@@ -53,10 +114,10 @@ class PointSpec:
     """One measurement: a contender, a clip, a camera count, a window.
 
     Attributes:
-        contender: one of ``ALL_CONTENDERS``.
+        contender: a registered contender (``all_contenders()``).
         clip: path of the video file every camera reads (looped, unpaced).
         clip_name: the clip's name in reports.
-        cameras: number of cameras (ignored by ``ceiling``).
+        cameras: number of cameras (ignored by references).
         seconds: measurement window.
         warmup_s: time between start and the window.
         precision: OpenVINO inference precision, explicit (``f32``, ``bf16``, ``f16``).
@@ -67,7 +128,7 @@ class PointSpec:
         repeat: repeat index (for the record).
         score_threshold: minimum detection score, every contender.
         iou_threshold: NMS IoU threshold, every contender.
-        stage_frames: frames timed per stage by ``ceiling`` (decode, preprocess, postprocess).
+        stage_frames: frames timed per stage by a reference that measures stage costs.
         detect_fps: the cameras' ``detect_fps`` (vidpipe only; density mode).
     """
 
@@ -179,38 +240,6 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
         return None
     rank = max(0, min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1))))
     return float(sorted_values[rank])
-
-
-class ResultLog:
-    """Per-camera completions of a baseline contender: counts and capture-to-result latency.
-
-    ``record`` is called from many threads; list appends and integer stores are atomic under
-    the GIL, and each camera index is written by one thread only.
-    """
-
-    def __init__(self, cameras: int) -> None:
-        self.per_camera = [0] * cameras
-        self._done: list[tuple[float, float]] = []  # (t_done, latency_s), in completion order
-        self._lock = threading.Lock()
-
-    def record(self, camera: int, t_capture: float) -> None:
-        with self._lock:  # timestamp under the lock: the list stays sorted by t_done
-            t_done = time.monotonic()
-            self.per_camera[camera] += 1
-            self._done.append((t_done, t_done - t_capture))
-
-    @property
-    def frames(self) -> int:
-        with self._lock:
-            return len(self._done)
-
-    def latencies_ms(self, t0: float, t1: float) -> list[float]:
-        """Latencies (ms, sorted) of results completed in ``[t0, t1]`` (monotonic)."""
-        with self._lock:
-            done = list(self._done)
-        lo = bisect.bisect_left(done, (t0, -1.0))
-        hi = bisect.bisect_right(done, (t1, float("inf")))
-        return sorted(lat * 1000.0 for _, lat in done[lo:hi])
 
 
 @dataclass

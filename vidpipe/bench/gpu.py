@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from vidpipe.infer.gpu_base import BatchExecutor
+
 
 def _executor(args: argparse.Namespace, max_batch: int) -> Any:
     from vidpipe.infer.cuda_rt import CudaRuntime
@@ -79,15 +81,34 @@ def tight_loop(rt: Any, ex: Any, batch: int, seconds: float) -> float:
         rt.stream_destroy(stream)
 
 
+class _Lent:
+    """An executor lent to one ``StreamSetBackend``, which closes what it is given: building
+    an executor (a TensorRT engine, CUDA graphs) costs far more than a point, so every stream
+    count of one batch size reuses it, and the owner closes it at the end."""
+
+    def __init__(self, executor: BatchExecutor) -> None:
+        self.io = executor.io
+        self.max_batch = executor.max_batch
+        self.description = executor.description
+        self.create_context = executor.create_context
+
+    def close(self) -> None:
+        """The owner closes the executor, not the backend it was lent to."""
+
+
 def stream_set_rate(
     devices: list[tuple[Any, Any]], streams: int, seconds: float, frames: np.ndarray
-) -> tuple[float, dict[str, float]]:
-    """img/s through the backend from one synthetic camera thread (prepared frames)."""
+) -> tuple[float, float]:
+    """img/s through the backend from one synthetic camera thread (prepared frames), and the
+    mean batch size of the measured window (the daemon exports it as ``vidpipe_batch_size``).
+    """
     from vidpipe.infer.streamset import StreamSetBackend
 
-    backend = StreamSetBackend(devices, streams, 50.0, {}, close_executors=False)
+    backend = StreamSetBackend([(rt, _Lent(ex)) for rt, ex in devices], streams, 50.0, {})
     done = [0]
     lock = threading.Lock()
+    batch_sizes: list[int] = []  # appended on the batcher thread; read after a drain
+    backend.observe_batches(batch_sizes.append)
 
     def on_done(c: Any) -> None:
         if c.error is not None:
@@ -107,15 +128,17 @@ def stream_set_rate(
         backend.drain(30.0)
         with lock:
             start = done[0]
+        first_batch = len(batch_sizes)
         t0 = time.perf_counter()
         feed(t0 + seconds)
         backend.drain(30.0)
         elapsed = time.perf_counter() - t0
         with lock:
             n = done[0] - start
-        return n / elapsed, backend.stats()
+        window = batch_sizes[first_batch:]
+        return n / elapsed, (sum(window) / len(window) if window else 0.0)
     finally:
-        backend.close()  # the executor stays open for the next point
+        backend.close()  # closes only the _Lent wrappers: the executors serve the next point
 
 
 def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[str, Any]]:
@@ -124,14 +147,14 @@ def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[
         rt, ex = _executor(args, batch)
         tight = tight_loop(rt, ex, batch, args.seconds)
         for k in args.streams:
-            rate, stats = stream_set_rate([(rt, ex)], k, args.seconds, frames)
+            rate, mean_batch = stream_set_rate([(rt, ex)], k, args.seconds, frames)
             point = {
                 "batch": batch,
                 "streams": k,
                 "tight_loop_img_s": round(tight, 1),
                 "stream_set_img_s": round(rate, 1),
                 "ratio": round(rate / tight, 3),
-                "mean_batch": round(stats["mean_batch"], 2),
+                "mean_batch": round(mean_batch, 2),
             }
             print(json.dumps(point), flush=True)
             points.append(point)
@@ -286,29 +309,9 @@ def _drops(registry: Any) -> dict[str, float]:
     return out
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="vidpipe bench-gpu", description=__doc__.split("\n")[0])
-    p.add_argument("--model", type=Path, required=True)
-    p.add_argument("--labels", type=Path, required=True)
-    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
-    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
-    p.add_argument("--device", type=int, default=0)
-    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64])
-    p.add_argument("--streams", type=_ints, default=[1, 2, 4])
-    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
-    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
-    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
-    p.add_argument("--cameras", type=_ints, default=[])
-    p.add_argument("--stream-batch", type=int, default=32)
-    p.add_argument("--warmup", type=float, default=6.0)
-    p.add_argument("--window", type=float, default=12.0)
-    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
-    p.add_argument("--json", type=Path, required=True)
-    args = p.parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the measurements ``args`` ask for (``vidpipe bench-gpu``, see ``bench.cli``) and
+    write the JSON document."""
     doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     frames = _frames(args.images)
     if args.batches:

@@ -1,13 +1,16 @@
 """The benchmark plan and its execution: suites, alternating repeats, one process per point.
 
-Order of a run, per clip::
+Order of a run, per clip, with the peer contenders of ``benchmarks/`` registered::
 
-    ceiling (repeat 0)
+    ceiling (repeat 0)                                    (references: once per clip)
     for each camera count N:
-        repeat 0: naive, single, model_api, vidpipe
-        repeat 1: vidpipe, model_api, single, naive      (reversed: linear drift cancels)
+        repeat 0: vidpipe, naive, single, model_api      (registration order)
+        repeat 1: model_api, single, naive, vidpipe      (reversed: linear drift cancels)
         ...
     ceiling (repeat 1) ...
+
+The contenders are those registered (``common.register_contender``): vidpipe and its A/B
+variants in the product, the other designs by ``benchmarks/`` (``python -m benchmarks``).
 
 Each point is a fresh ``python -m vidpipe.bench.worker`` process, so no contender inherits
 another's threads, caches or memory.
@@ -16,6 +19,7 @@ another's threads, caches or memory.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,10 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vidpipe.bench import common
 from vidpipe.bench.common import (
-    DEFAULT_CONTENDERS,
-    PIPELINES,
-    REFERENCES,
+    FACTORY_ENV,
+    SYS_PATH_ENV,
     PointSpec,
     cache_dir,
     clip_geometry,
@@ -48,7 +52,8 @@ class BenchOptions:
     """Everything a run needs; ``SUITES`` gives the defaults."""
 
     suite: str = "full"
-    contenders: tuple[str, ...] = DEFAULT_CONTENDERS
+    #: None: every registered default contender (``common.default_contenders()``).
+    contenders: tuple[str, ...] | None = None
     cameras: tuple[int, ...] = (1, 4, 8)
     clips: tuple[str, ...] = (
         "car-detection.mp4",
@@ -72,7 +77,7 @@ class BenchOptions:
 SUITES: dict[str, BenchOptions] = {
     "smoke": BenchOptions(
         suite="smoke",
-        contenders=("ceiling", "naive", "vidpipe"),
+        contenders=("ceiling", "naive", "vidpipe"),  # those of them registered
         cameras=(1,),
         clips=("car-detection.mp4",),
         seconds=2.0,
@@ -139,8 +144,9 @@ def prepare(options: BenchOptions) -> RunContext:
 def plan(ctx: RunContext) -> list[PointSpec]:
     """Every point of the run, in execution order (see the module docstring)."""
     o = ctx.options
-    pipelines = [c for c in o.contenders if c in PIPELINES]
-    refs = [c for c in o.contenders if c in REFERENCES]
+    chosen = selected_contenders(o)
+    pipelines = [c for c in common.pipelines() if c in chosen]
+    refs = [c for c in common.references() if c in chosen]
     points: list[PointSpec] = []
 
     def spec(contender: str, clip: str, cameras: int, repeat: int) -> PointSpec:
@@ -185,10 +191,12 @@ def run_point(spec: PointSpec, workdir: Path, timeout_s: float) -> dict[str, Any
     )
     spec_file.write_text(json.dumps(spec.to_dict()))
     cmd = [sys.executable, "-m", "vidpipe.bench.worker", str(spec_file), str(out_file)]
+    entry = common.contender(spec.contender)
+    env = {**os.environ, FACTORY_ENV: entry.factory, SYS_PATH_ENV: entry.sys_path or ""}
     with log_file.open("w") as log:
         try:
             subprocess.run(
-                cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+                cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False, env=env
             )
         except subprocess.TimeoutExpired:
             return {
@@ -216,9 +224,13 @@ def _median(values: Iterable[float | None]) -> float | None:
 def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (contender, clip, cameras): medians over the repeats."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    # References are measured without cameras; a stored result may name one not registered now.
+    reference_names = set(common.references()) | {
+        p["spec"]["contender"] for p in points if "stages" in p.get("info", {})
+    }
     for p in points:
         s = p["spec"]
-        cams = 0 if s["contender"] in REFERENCES else s["cameras"]
+        cams = 0 if s["contender"] in reference_names else s["cameras"]
         groups.setdefault((s["contender"], s["clip_name"], cams), []).append(p)
     rows = []
     for (contender, clip, cams), pts in groups.items():
@@ -245,8 +257,8 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         per_thread = [p["info"].get("thread_cpu_percent", {}) for p in ok]
         names = sorted({g for t in per_thread for g in t})
         row["thread_cpu_percent"] = {g: _median(t.get(g, 0.0) for t in per_thread) for g in names}
-        if contender == "ceiling":
-            stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
+        stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
+        if stages:
             row["stages"] = {
                 k: _median(s[k] for s in stages) for k in (stages[0] if stages else {})
             }
@@ -275,13 +287,11 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.monotonic()
     ctx = prepare(options)
-    from vidpipe.bench.contenders import model_api_unavailable
-
-    model_api_status = model_api_unavailable() or "ok"
     specs = plan(ctx) if options.mode != "density" else []
-    if model_api_status != "ok":
-        say(f"model_api contender not run: {model_api_status}")
-        specs = [s for s in specs if s.contender != "model_api"]
+    unavailable = unavailable_contenders({s.contender for s in specs})
+    for name, reason in unavailable.items():
+        say(f"{name} contender not run: {reason}")
+    specs = [s for s in specs if s.contender not in unavailable]
     machine = machine_info()
     say(
         f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
@@ -289,7 +299,7 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     )
     bench_app = None
     if options.benchmark_app and specs:
-        from vidpipe.bench.reference import run_benchmark_app
+        from vidpipe.bench.benchmark_app import run_benchmark_app
 
         bench_app = run_benchmark_app(str(ctx.model), ctx.precision, max(5.0, options.seconds))
         say(f"benchmark_app: {bench_app['fps']} fps {bench_app['error'] or ''}")
@@ -323,7 +333,7 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         "precision": ctx.precision,
         "clips": ctx.clip_info,
         "model": str(ctx.model),
-        "model_api_status": model_api_status,
+        "unavailable": unavailable,
         "benchmark_app": bench_app,
         "summary": rows,
         "references": references(rows),
@@ -337,6 +347,24 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     doc["targets"] = targets(doc)
     doc["variants"] = variant_ratios(doc)
     return doc
+
+
+def selected_contenders(options: BenchOptions) -> tuple[str, ...]:
+    """The contenders a run measures: ``options.contenders`` that are registered, or the
+    registered defaults."""
+    if options.contenders is None:
+        return common.default_contenders()
+    return tuple(c for c in options.contenders if c in common.all_contenders())
+
+
+def unavailable_contenders(names: Iterable[str]) -> dict[str, str]:
+    """Of ``names``, those that cannot run on this machine, with the reason."""
+    out = {}
+    for name in sorted(names):
+        check = common.contender(name).unavailable
+        if check is not None and (reason := check()):
+            out[name] = reason
+    return out
 
 
 def with_overrides(base: BenchOptions, **changes: Any) -> BenchOptions:

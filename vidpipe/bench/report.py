@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench import variants
-from vidpipe.bench.common import PIPELINES
 
 #: (name, the denominator, threshold, camera counts, clip heights it applies to or None = all)
 TARGETS: tuple[tuple[str, str, float, tuple[int, ...], tuple[int, ...] | None], ...] = (
@@ -37,6 +36,14 @@ LABELS = {
 }
 
 
+def pipelines(doc: dict[str, Any]) -> list[str]:
+    """The contenders of ``doc`` measured with cameras: known ones in ``LABELS`` order, then the
+    rest (a stored result is rendered without the registry of the run that made it)."""
+    names = {r["contender"] for r in doc["summary"] if r["cameras"]}
+    order = list(LABELS)
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
 def _row(doc: dict[str, Any], contender: str, clip: str, cameras: int) -> dict[str, Any] | None:
     for r in doc["summary"]:
         if (r["contender"], r["clip"], r["cameras"]) == (contender, clip, cameras):
@@ -48,7 +55,7 @@ def ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """vidpipe's fps divided by every other design's, per clip and camera count."""
     out = []
     clips = list(doc["clips"])
-    cams = sorted({r["cameras"] for r in doc["summary"] if r["contender"] in PIPELINES})
+    cams = sorted({r["cameras"] for r in doc["summary"] if r["cameras"]})
     for clip in clips:
         ref = doc.get("references", {}).get(clip, {})
         for n in cams:
@@ -117,8 +124,12 @@ def markdown(doc: dict[str, Any]) -> str:
             f"CPU % = process CPU time / window / cores; others' CPU % = the rest of the machine "
             f"in the same window (worst repeat; > 5 means the point was disturbed); "
             f"latency = capture to result; values are medians over the repeats",
-            f"- model_api: {doc['model_api_status']}",
         ]
+        unavailable = doc.get("unavailable")
+        if unavailable is None:  # a result stored before "unavailable" replaced this key
+            status = doc.get("model_api_status", "ok")
+            unavailable = {} if status == "ok" else {"model_api": status}
+        lines += [f"- {name} not run: {why}" for name, why in (unavailable or {}).items()]
     else:
         lines.append(
             f"- Trials: {o['seconds']:g} s measured after {max(3.0, o['warmup_s']):g} s warm-up, "
@@ -139,18 +150,21 @@ def markdown(doc: dict[str, Any]) -> str:
     for clip in measured_clips(doc):
         info = doc["clips"][clip]
         ref = doc.get("references", {}).get(clip, {})
+        lines += [f"### {clip} ({info['width']}x{info['height']})", ""]
+        if ref:  # a reference contender ran (``python -m benchmarks``)
+            lines += [
+                f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
+                f"{_f(ref.get('stage_bound_fps'))} fps.",
+                "",
+            ]
         lines += [
-            f"### {clip} ({info['width']}x{info['height']})",
-            "",
-            f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
-            f"{_f(ref.get('stage_bound_fps'))} fps.",
-            "",
             "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | others' CPU % "
             "| p50 ms | p95 ms | precision |",
             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
-        rows = [r for r in doc["summary"] if r["clip"] == clip and r["contender"] in PIPELINES]
-        rows.sort(key=lambda r: (r["cameras"], PIPELINES.index(r["contender"])))
+        order = pipelines(doc)
+        rows = [r for r in doc["summary"] if r["clip"] == clip and r["contender"] in order]
+        rows.sort(key=lambda r: (r["cameras"], order.index(r["contender"])))
         for r in rows:
             err = " ⚠ " + "; ".join(r["errors"])[:120] if r["errors"] else ""
             lines.append(
@@ -362,7 +376,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(clips), figsize=(5.2 * len(clips), 4.2), squeeze=False)
     for ax, clip in zip(axes[0], clips, strict=True):
         info = doc["clips"][clip]
-        for contender in PIPELINES:
+        for contender in pipelines(doc):
             rows = sorted(
                 (
                     r

@@ -2,6 +2,10 @@
 
 ``python -m vidpipe.bench.worker SPEC.json RESULT.json``
 
+The contender is built from its registered ``module:callable`` (``common.ContenderEntry``),
+passed in the environment by the harness (``VIDPIPE_BENCH_FACTORY``, and
+``VIDPIPE_BENCH_SYS_PATH`` for contenders outside the package, such as ``benchmarks/``).
+
 The protocol is the same for every contender: build and start it (timed as ``startup_s``),
 let it run ``warmup_s``, take a snapshot (frames, process CPU time, RSS, buffer-pool
 allocations), sleep ``seconds``, take another, stop. fps and CPU% come from the difference
@@ -10,16 +14,19 @@ between the two snapshots only.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from vidpipe.bench.common import (
-    VIDPIPE_CAMERA_VARIANTS,
-    VIDPIPE_VARIANTS,
+    FACTORY_ENV,
+    SYS_PATH_ENV,
     PointResult,
     PointSpec,
     Snapshot,
@@ -52,25 +59,19 @@ class Contender(Protocol):
     def stop(self, timeout_s: float = 10.0) -> None: ...
 
 
-def make_contender(spec: PointSpec) -> Contender:
-    """The contender object named by ``spec.contender``."""
-    if (
-        spec.contender == "vidpipe"
-        or spec.contender in VIDPIPE_VARIANTS
-        or spec.contender in VIDPIPE_CAMERA_VARIANTS
-    ):
-        from vidpipe.bench.vidpipe_run import VidpipeRun
+def make_contender(spec: PointSpec, factory: str, sys_path: str | None = None) -> Contender:
+    """Build the contender of ``spec`` with ``factory`` (``"module:callable"``).
 
-        return VidpipeRun(spec)
-    if spec.contender == "ceiling":
-        from vidpipe.bench.reference import CeilingRun
-
-        return CeilingRun(spec)
-    from vidpipe.bench.contenders import BASELINES
-
-    if spec.contender not in BASELINES:
-        raise ValueError(f"unknown contender {spec.contender!r}")
-    return BASELINES[spec.contender](spec)
+    Args:
+        spec: the point.
+        factory: the contender's registered factory (``ContenderEntry.factory``).
+        sys_path: a directory to put on ``sys.path`` first (``ContenderEntry.sys_path``).
+    """
+    if sys_path and sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    module, _, attr = factory.partition(":")
+    build: Callable[[PointSpec], Contender] = getattr(importlib.import_module(module), attr)
+    return build(spec)
 
 
 def _wait_ready(contender: Contender, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -87,11 +88,11 @@ def _window_rate(n0: int, n1: int, window_s: float) -> float:
     return (n1 - n0) / window_s if window_s > 0 else 0.0
 
 
-def measure(spec: PointSpec) -> PointResult:
+def measure(spec: PointSpec, factory: str, sys_path: str | None = None) -> PointResult:
     """Run the point and return its result (errors are recorded, not raised)."""
     result = PointResult(spec=spec.to_dict(), loadavg_start=loadavg_1m())
     t_build = time.monotonic()
-    contender = make_contender(spec)
+    contender = make_contender(spec, factory, sys_path)
     try:
         contender.start()
         _wait_ready(contender)
@@ -134,9 +135,9 @@ def measure(spec: PointSpec) -> PointResult:
     lat = contender.latencies_ms(s0.t_mono, s1.t_mono, s0.t_wall, s1.t_wall)
     result.latency_ms = {"p50": percentile(lat, 0.50), "p95": percentile(lat, 0.95), "n": len(lat)}
     result.precision = contender.precision
-    if spec.contender == "ceiling":
-        infer_ms = result.cpu_ms_per_frame or 0.0
-        result.info["stages"] = contender.stage_costs(infer_ms)  # type: ignore[attr-defined]
+    stage_costs = getattr(contender, "stage_costs", None)  # a reference: the stage bound
+    if stage_costs is not None:
+        result.info["stages"] = stage_costs(result.cpu_ms_per_frame or 0.0)
         result.info["infer_wall_ms_x_cores"] = (
             1000.0 * window * cores() / frames if frames else None
         )
@@ -155,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec = PointSpec.from_dict(json.loads(Path(args[0]).read_text()))
+    factory = os.environ.get(FACTORY_ENV, "")
     try:
-        result = measure(spec)
+        if not factory:
+            raise ValueError(f"{FACTORY_ENV} is not set (the harness sets it)")
+        result = measure(spec, factory, os.environ.get(SYS_PATH_ENV) or None)
     except Exception as exc:  # the harness records the failure and goes on
         log.exception("point %s failed", spec.contender)
         result = PointResult(spec=spec.to_dict(), error=f"{type(exc).__name__}: {exc}")

@@ -35,8 +35,9 @@ def configure_ffmpeg_env(analyze_duration_ms: int = 500) -> None:
     """Make OpenCV's FFmpeg backend use RTSP over TCP and probe streams briefly. Idempotent.
 
     Setting ``OPENCV_FFMPEG_CAPTURE_OPTIONS`` at all drops OpenCV's implicit prefer-TCP flag
-    (see NOTES.md), so the variable must always carry ``rtsp_transport``. Options already set
-    are kept; ``rtsp_transport;tcp`` and ``analyzeduration`` are added only when missing.
+    (measured with OpenCV 5.0.0), so the variable must always carry ``rtsp_transport``.
+    Options already set are kept; ``rtsp_transport;tcp`` and ``analyzeduration`` are added
+    only when missing.
 
     Why ``analyzeduration``: OpenCV opens captures one at a time (a process-wide lock around
     FFmpeg's open), and FFmpeg's default probing took 2.8 s per RTSP camera here, so eight

@@ -7,8 +7,9 @@ Threads (all daemon threads, all named ``capture-<camera>...``):
 * one **reader** per connection attempt (a "session") that opens the capture, reads frames,
   and hands them to the camera's mailbox.
 
-A read can block far longer than the read timeout (9 s for 3000 ms on OpenCV 5.0, see
-NOTES.md), and while the stream is frozen it may still return a drained frame once per read
+A read can block far longer than the read timeout (a frozen RTSP server with a 3000 ms read
+timeout: ``read()`` returned False after 9 s on OpenCV 5.0, 3 s on 4.10; with the defaults,
+90 s), and while the stream is frozen it may still return a drained frame once per read
 timeout. So the supervisor watches the age of the last *timely* frame (one whose read did not
 run into the read timeout), not the reads. When no such frame arrives for ``stall_timeout_s``
 (``open_timeout + stall_timeout_s`` while opening) the supervisor *abandons* the session

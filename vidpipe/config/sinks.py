@@ -21,6 +21,11 @@ class SinkConfigBase(ConfigModel):
 
     type: str
 
+    @property
+    def class_filter(self) -> list[str] | None:
+        """The class names this sink keeps (None: every class), checked against the labels."""
+        return None
+
 
 @SINKS.config("jsonl")
 class JsonlSinkConfig(SinkConfigBase):
@@ -110,6 +115,10 @@ class WebhookSinkConfig(SinkConfigBase):
         if not v.lower().startswith(("http://", "https://")):
             raise ValueError("webhook url must start with http:// or https://")
         return v
+
+    @property
+    def class_filter(self) -> list[str] | None:
+        return self.classes
 
 
 if TYPE_CHECKING:  # type checkers see the common base; pydantic gets the real union

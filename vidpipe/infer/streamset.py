@@ -43,7 +43,6 @@ class StreamSetBackend:
         streams: slots per GPU.
         batch_timeout_ms: how long an open batch waits for more frames.
         description: the backend's description (the Engine exports it as a metric).
-        close_executors: close the executors in ``close`` (the benchmark reuses them).
     """
 
     def __init__(
@@ -52,7 +51,6 @@ class StreamSetBackend:
         streams: int,
         batch_timeout_ms: float,
         description: dict[str, str],
-        close_executors: bool = True,
     ) -> None:
         if not devices:
             raise BackendError("the GPU backend needs at least one device")
@@ -80,7 +78,7 @@ class StreamSetBackend:
             for ex in executors:
                 ex.close()
             raise
-        self._executors = executors if close_executors else []
+        self._executors = executors
         self.capacity = sum(2 * streams * s.max_batch for s in self.sets)
         self.description = {**description, "requests": str(self.capacity)}
         self._flusher = threading.Thread(
@@ -227,16 +225,3 @@ class StreamSetBackend:
                 ex.close()
             except BaseException as exc:
                 log.debug("executor close: %s", exc)
-
-    # ------------------------------------------------------------------ statistics
-
-    def stats(self) -> dict[str, float]:
-        """Batches and frames dispatched so far, and the mean batch size."""
-        batches = sum(s.batches for s in self.sets)
-        frames = sum(s.frames for s in self.sets)
-        return {
-            "batches": batches,
-            "frames": frames,
-            "mean_batch": frames / batches if batches else 0.0,
-            **{f"frames_gpu{s.runtime.device}": s.frames for s in self.sets},
-        }

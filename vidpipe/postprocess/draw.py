@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import colorsys
-from collections.abc import Sequence
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.labels import Labels
 from vidpipe.types import Detections
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
@@ -68,7 +68,7 @@ def _draw_caption(
 
 
 def draw_detections(
-    image: npt.NDArray[np.uint8], det: Detections, labels: Sequence[str]
+    image: npt.NDArray[np.uint8], det: Detections, labels: Labels
 ) -> npt.NDArray[np.uint8]:
     """Draw boxes and ``"label 0.87"`` captions onto a copy of ``image``.
 
@@ -77,7 +77,7 @@ def draw_detections(
     Args:
         image: ``(H, W, 3)`` uint8 BGR frame; not modified.
         det: detections in ``image`` pixels.
-        labels: class names indexed by class id; an id without a name is drawn as a number.
+        labels: the class names; an id without a name is drawn as a number.
 
     Returns:
         ``(H, W, 3)`` uint8 annotated copy.
@@ -99,7 +99,7 @@ def draw_detections(
         colour = class_colour(cid)
         # LINE_8, not LINE_AA: boxes keep their exact class colour and draw faster.
         cv2.rectangle(out, (x1, y1), (x2, y2), colour, thickness, cv2.LINE_8)
-        name = labels[cid] if 0 <= cid < len(labels) else str(cid)
+        name = labels.name(cid)
         caption = f"{name} #{tid} {score:.2f}" if tid >= 0 else f"{name} {score:.2f}"
         _draw_caption(out, caption, x1, y1, colour, thickness)
     return out

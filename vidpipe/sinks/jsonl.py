@@ -1,5 +1,7 @@
 """JSON Lines sink: one line per processed frame, and one per zone or line event.
 
+The lines are the records of ``vidpipe.sinks.record`` (the README's "Record format").
+
 Each line is written whole with one ``write(2)`` on an ``O_APPEND`` descriptor, so lines are
 never torn or interleaved, even when several processes append to the same file. Rotation by
 rename (logrotate's default) is noticed within a second and the file is reopened;
@@ -9,49 +11,26 @@ rename (logrotate's default) is noticed within a second and the file is reopened
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from vidpipe.types import FrameResult, iso_utc
+from vidpipe.sinks.record import encode, event_record, frame_record
+from vidpipe.types import FrameResult
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 #: How often the file's identity is compared with the open descriptor (rotation check).
 _REOPEN_CHECK_S = 1.0
 
 
-def format_line(result: FrameResult) -> bytes:
-    """The JSON line of one result, newline included.
-
-    Fields: ``camera``, ``frame`` (seq), ``ts`` (wall time, ISO-8601 UTC with milliseconds),
-    ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms resolution) and
-    ``detections`` (``FrameResult.detection_dicts()``).
-    """
-    record: dict[str, Any] = {
-        "camera": result.camera,
-        "frame": result.seq,
-        "ts": iso_utc(result.wall_time),
-        "width": result.width,
-        "height": result.height,
-        "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
-        "detections": result.detection_dicts(),
-    }
-    return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
-
-
-def format_event_lines(result: FrameResult) -> bytes:
-    """One JSON line per zone or line event of ``result`` (``FrameResult.event_dicts()``).
-
-    An event line has an ``event`` key (``enter``, ``leave``, ``cross``); a frame line has
-    ``detections`` instead.
-    """
-    return "".join(
-        json.dumps(e, separators=(",", ":")) + "\n" for e in result.event_dicts()
-    ).encode("utf-8")
+def format_lines(result: FrameResult, *, with_frame: bool = True) -> bytes:
+    """The JSON lines of ``result``: its frame record (unless ``with_frame`` is false), then
+    one line per zone or line event record, newline-terminated (``vidpipe.sinks.record``)."""
+    records = [frame_record(result)] if with_frame else []
+    records += [event_record(e) for e in result.events]
+    return b"".join(encode(r) + b"\n" for r in records)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -109,7 +88,7 @@ class JsonlSink:
         skip_frame = self._only_with_detections and len(result.detections) == 0
         if skip_frame and not result.events:
             return
-        line = (b"" if skip_frame else format_line(result)) + format_event_lines(result)
+        line = format_lines(result, with_frame=not skip_frame)
         with self._lock:
             fd = self._current_fd()
             st = os.fstat(fd)

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from vidpipe.metrics import Metrics
+from vidpipe.sinks.record import detection_dicts
 from vidpipe.sinks.snapshot import DrawFn
 from vidpipe.types import FrameResult
 
@@ -170,7 +171,7 @@ class LiveView:
         return {
             "fps_out": round(fps, 2),
             "latency_p95_ms": p95,
-            "last_detections": [] if with_detections is None else with_detections.detection_dicts(),
+            "last_detections": [] if with_detections is None else detection_dicts(with_detections),
             "last_detection_time": None if with_detections is None else with_detections.wall_time,
             "last_result_age_s": None if latest is None else round(now - latest.t_done, 3),
             "frame": None if latest is None else latest.seq,

@@ -2,10 +2,10 @@
 
 Topics, with ``<prefix>`` from the config (``vidpipe`` by default):
 
-* ``<prefix>/<camera>/detections``: one JSON event per frame with detections (``timestamp``,
-  ``frame``, ``detections``, ...);
-* ``<prefix>/<camera>/events``: one JSON message per zone or line event (``enter``,
-  ``leave``, ``cross``: ``TrackEvent.to_dict()``), also from frames without detections;
+* ``<prefix>/<camera>/detections``: the frame record (``vidpipe.sinks.record``) of each frame
+  with detections (of every frame with ``only_with_detections: false``);
+* ``<prefix>/<camera>/events``: the record of each zone or line event (``enter``, ``leave``,
+  ``cross``), also from frames without detections;
 * ``<prefix>/<camera>/state``: the capture state (``streaming``, ``backoff``, ...), retained;
 * ``<prefix>/available``: ``online`` once connected, ``offline`` at shutdown or, through the
   Last Will, when the daemon vanishes; retained.
@@ -20,7 +20,6 @@ persistence has lost them). The password is a registered secret and never logged
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -34,7 +33,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from vidpipe.config import MqttSinkConfig
 from vidpipe.metrics import Metrics
 from vidpipe.redact import redact_text
-from vidpipe.sinks.events import detection_event
+from vidpipe.sinks.record import encode, event_record, frame_record
 from vidpipe.types import CameraState, FrameResult
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ _PAHO_HEADROOM = 256
 
 
 class MqttSink:
-    """Publishes detection events and camera states to an MQTT broker.
+    """Publishes frame and event records and camera states to an MQTT broker.
 
     The connection starts in the constructor (asynchronously: an unreachable broker does not
     stop the daemon; it is retried in the background).
@@ -116,13 +115,13 @@ class MqttSink:
     def handle(self, result: FrameResult) -> None:
         """Publish ``result``'s zone and line events, then its detections (frames without any
         only if configured)."""
-        for event in result.event_dicts():
-            payload = json.dumps(event, separators=(",", ":")).encode()
+        for event in result.events:
+            payload = encode(event_record(event))
             self._publish(f"{self._prefix}/{result.camera}/events", payload, retain=False)
         if self._cfg.only_with_detections and len(result.detections) == 0:
             self._skipped.inc()
             return
-        payload = json.dumps(detection_event(result), separators=(",", ":")).encode()
+        payload = encode(frame_record(result))
         self._publish(f"{self._prefix}/{result.camera}/detections", payload, retain=False)
 
     def camera_state(self, camera: str, state: CameraState) -> None:

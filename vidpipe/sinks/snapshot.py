@@ -12,18 +12,19 @@ import os
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from vidpipe.labels import Labels
 from vidpipe.sinks.paths import safe_join, safe_name
 from vidpipe.types import Detections, FrameResult
 
 #: ``draw(image, detections, labels) -> annotated image`` (postprocess.draw.draw_detections).
-DrawFn = Callable[[np.ndarray, Detections, Sequence[str]], np.ndarray]
+DrawFn = Callable[[np.ndarray, Detections, Labels], np.ndarray]
 
 LATEST_NAME = "latest.jpg"
 

@@ -1,6 +1,7 @@
-"""Webhook sink: detection events POSTed as JSON, with filters, cool-down and retries.
+"""Webhook sink: frame and event records POSTed as JSON, with filters, cool-down and retries.
 
-An event is sent for a frame that still has detections after the filters (classes, minimum
+The body is a record of ``vidpipe.sinks.record`` (the README's "Record format"). A frame
+record is sent for a frame that still has detections after the filters (classes, minimum
 score), unless its camera sent one less than ``cooldown_s`` ago (capture time). A failed POST
 (network error, timeout, 408, 429 or 5xx) is retried with exponential backoff; after the last
 attempt, or on any other 4xx, the event is dropped and counted
@@ -11,7 +12,7 @@ front of the sink drops the oldest events while a slow endpoint holds it up (als
 from __future__ import annotations
 
 import base64
-import json
+import dataclasses
 import logging
 import threading
 import time
@@ -19,16 +20,32 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import numpy as np
+
 from vidpipe import __version__
 from vidpipe.config import WebhookSinkConfig
 from vidpipe.metrics import Metrics
 from vidpipe.redact import redact_text, register_secret
-from vidpipe.sinks.events import detection_event, filter_detections
+from vidpipe.sinks.record import encode, event_record, frame_record
 from vidpipe.types import FrameResult
 
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = frozenset({408, 425, 429})
+
+
+def filter_detections(
+    result: FrameResult, classes: frozenset[str] | None, min_score: float
+) -> FrameResult:
+    """``result`` with only the detections of ``classes`` (None: all) scoring ``min_score``+."""
+    det = result.detections
+    keep = det.score >= min_score
+    if classes is not None:
+        names = [result.labels.name(c) for c in det.class_id.tolist()]
+        keep &= np.array([n in classes for n in names], dtype=bool).reshape(-1)
+    if bool(keep.all()):
+        return result
+    return dataclasses.replace(result, detections=det.select(keep))
 
 
 def _split_userinfo(url: str) -> tuple[str, dict[str, str]]:
@@ -87,24 +104,24 @@ class WebhookSink:
         }
 
     def handle(self, result: FrameResult) -> None:
-        """POST ``result``'s zone and line events, then its detection event.
+        """POST ``result``'s zone and line event records, then its frame record.
 
-        Zone and line events (``TrackEvent.to_dict()``) are each POSTed on their own, whatever
-        the cool-down (each one matters), when their class passes ``classes``. The detection
-        event is sent if it passes the filters and its camera is not cooling down.
+        Event records are each POSTed on their own, whatever the cool-down (each one matters),
+        when their class passes ``classes``. The frame record (with the detections that pass
+        the filters) is sent if some pass and its camera is not cooling down.
 
         Raises:
             WebhookDeliveryError: an event was dropped after the retries (counted); the others
                 of the frame were still tried.
         """
         failure: WebhookDeliveryError | None = None
-        for event in result.event_dicts():
-            if self._classes is not None and event["label"] not in self._classes:
+        for event in result.events:
+            if self._classes is not None and event.label not in self._classes:
                 self._skipped["filtered"].inc()
                 continue
-            body = json.dumps(event, separators=(",", ":")).encode()
+            body = encode(event_record(event))
             try:
-                self._deliver(body, f"{result.camera}#{result.seq} {event['event']}")
+                self._deliver(body, f"{result.camera}#{result.seq} {event.kind}")
             except WebhookDeliveryError as exc:
                 failure = failure or exc
         self._handle_detections(result)
@@ -123,7 +140,7 @@ class WebhookSink:
         if last is not None and result.t_capture - last < self._cfg.cooldown_s:
             self._skipped["cooldown"].inc()
             return
-        body = json.dumps(detection_event(kept), separators=(",", ":")).encode()
+        body = encode(frame_record(kept))
         self._deliver(body, f"{result.camera}#{result.seq}")
         self._last_sent[result.camera] = result.t_capture
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ import numpy.typing as npt
 from prometheus_client import Counter, Gauge
 
 from vidpipe.config import CameraConfig, Config, ConfigError
+from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.track.draw import draw_scene
 from vidpipe.track.geometry import Scene, resolve_scene
@@ -32,15 +32,11 @@ log = logging.getLogger(__name__)
 _ERROR_LOG_INTERVAL_S = 10.0
 
 
-def _label(labels: Sequence[str], cid: int) -> str:
-    return labels[cid] if 0 <= cid < len(labels) else str(cid)
-
-
 def resolve_classes(
     items: Sequence[str | int] | None,
     path: str,
     camera: str,
-    labels: Sequence[str],
+    labels: Labels,
     camera_ids: frozenset[int] | None,
 ) -> frozenset[int] | None:
     """A zone's or line's class filter as ids; ConfigError naming ``path`` for bad entries.
@@ -48,34 +44,17 @@ def resolve_classes(
     A class that the camera's own ``classes`` filter removes can never be seen: that is an
     error too.
     """
-    if items is None:
-        return None
-    ids: set[int] = set()
-    problems = []
-    for k, item in enumerate(items):
-        if isinstance(item, int):
-            if 0 <= item < len(labels):
-                ids.add(item)
-            else:
-                problems.append(
-                    f"{path}[{k}] ({camera}): class id {item} out of range 0..{len(labels) - 1}"
-                )
-            continue
-        if item not in labels:
-            match = difflib.get_close_matches(item, list(labels), n=1, cutoff=0.6)
-            hint = f" (did you mean {match[0]!r}?)" if match else ""
-            problems.append(f"{path}[{k}] ({camera}): unknown class {item!r}{hint}")
-            continue
-        ids.add(labels.index(item))
-    if camera_ids is not None:
-        for cid in sorted(ids - camera_ids):
-            problems.append(
-                f"{path} ({camera}): class {_label(labels, cid)!r} is never reported on this "
-                "camera (its classes filter leaves it out)"
-            )
+    ids = labels.ids(items, where=path, camera=camera)
+    if ids is None or camera_ids is None:
+        return ids
+    problems = [
+        f"{path} ({camera}): class {labels.name(cid)!r} is never reported on this "
+        "camera (its classes filter leaves it out)"
+        for cid in sorted(ids - camera_ids)
+    ]
     if problems:
         raise ConfigError(problems)
-    return frozenset(ids)
+    return ids
 
 
 class CameraScene:
@@ -94,14 +73,14 @@ class CameraScene:
         camera: CameraConfig,
         zone_classes: Sequence[frozenset[int] | None],
         line_classes: Sequence[frozenset[int] | None],
-        labels: Sequence[str],
+        labels: Labels,
         metrics: Metrics,
     ) -> None:
         self.camera = camera
         self.tracker = CameraTracker(camera.tracking)
         self._zone_classes = tuple(zone_classes)
         self._line_classes = tuple(line_classes)
-        self._labels = tuple(labels)
+        self._labels = Labels.of(labels)
         self._metrics = metrics
         self.scene: Scene | None = None
         self.zones: list[ZoneWatch] = []
@@ -226,7 +205,7 @@ class CameraScene:
         return events
 
     def _zone_gauge(self, zone: str, cid: int) -> Gauge:
-        label = _label(self._labels, cid)
+        label = self._labels.name(cid)
         self._zone_series.add((zone, label))
         return self._metrics.zone_objects.labels(
             camera=self.camera.name, zone=zone, **{"class": label}
@@ -237,7 +216,7 @@ class CameraScene:
             camera=self.camera.name,
             line=line,
             direction=direction,
-            **{"class": _label(self._labels, cid)},
+            **{"class": self._labels.name(cid)},
         )
 
     def _set_zone_gauges(self, zone: ZoneWatch, before: dict[int, int]) -> None:
@@ -311,7 +290,7 @@ class TrackingStage:
 
 def build_scenes(
     cfg: Config,
-    labels: Sequence[str],
+    labels: Labels,
     camera_class_ids: dict[str, frozenset[int] | None],
     metrics: Metrics,
 ) -> dict[str, CameraScene]:

@@ -9,13 +9,14 @@ live track only and dropped when the track ends, so it is bounded by the number 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.labels import Labels
 from vidpipe.track.geometry import (
     FloatArray,
     anchor_points,
@@ -58,15 +59,11 @@ class FrameInfo:
     t_capture: float
 
 
-def _label(labels: Sequence[str], cid: int) -> str:
-    return labels[cid] if 0 <= cid < len(labels) else str(cid)
-
-
 def _track_event(
     kind: str,
     frame: FrameInfo,
     where: str,
-    labels: Sequence[str],
+    labels: Labels,
     tid: int,
     cid: int,
     point: tuple[float, float],
@@ -81,7 +78,7 @@ def _track_event(
         where=where,
         tracker_id=tid,
         class_id=cid,
-        label=_label(labels, cid),
+        label=labels.name(cid),
         point=point,
         **extra,
     )
@@ -129,7 +126,7 @@ class ZoneWatch:
 
     def __init__(
         self,
-        camera_labels: Sequence[str],
+        camera_labels: Labels,
         name: str,
         polygon: FloatArray,
         class_ids: frozenset[int] | None,
@@ -249,7 +246,7 @@ class LineWatch:
 
     def __init__(
         self,
-        camera_labels: Sequence[str],
+        camera_labels: Labels,
         name: str,
         a: FloatArray,
         b: FloatArray,

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.bench.capture import LoopingReader, start_camera_threads
-from vidpipe.bench.common import PointSpec, ResultLog, precision_name
+from benchmarks.capture import LoopingReader, ResultLog, start_camera_threads
+from vidpipe.bench.common import PointSpec, precision_name
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import letterbox
@@ -361,10 +361,3 @@ def _version(dist: str) -> str | None:
         return version(dist)
     except PackageNotFoundError:
         return None
-
-
-BASELINES: dict[str, type[BaselineRun]] = {
-    "naive": NaiveRun,
-    "single": SingleDetectorRun,
-    "model_api": ModelApiRun,
-}

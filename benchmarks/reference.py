@@ -11,23 +11,19 @@
   process CPU time per frame during the ceiling window, i.e. at saturation.
   ``stage bound = cores x 1000 / sum(ms)``: the fps a perfect pipeline would reach if every
   core did nothing but these stages.
-* ``run_benchmark_app``: OpenVINO's ``benchmark_app`` as a cross-check of the ceiling.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 import threading
 import time
 from typing import Any
 
 import numpy as np
 
-from vidpipe.bench.capture import LoopingReader
+from benchmarks.capture import LoopingReader
+from benchmarks.contenders import BaselineRun, compile_model, describe_compiled
 from vidpipe.bench.common import PointSpec, cores
-from vidpipe.bench.contenders import BaselineRun, compile_model, describe_compiled
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
@@ -168,47 +164,3 @@ def stage_costs(
         "detections_per_frame": float(np.mean(detections)) if detections else 0.0,
         "frames_timed": n,
     }
-
-
-_THROUGHPUT = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
-
-
-def run_benchmark_app(model: str, precision: str, seconds: float) -> dict[str, Any]:
-    """OpenVINO's ``benchmark_app`` (THROUGHPUT hint) as a cross-check of the ceiling.
-
-    Returns:
-        ``{"fps": float | None, "command": [...], "error": str | None}``.
-    """
-    exe = shutil.which("benchmark_app")
-    if exe is None:
-        import sys
-        from pathlib import Path
-
-        candidate = Path(sys.executable).parent / "benchmark_app"
-        exe = str(candidate) if candidate.is_file() else None
-    if exe is None:
-        return {"fps": None, "command": None, "error": "benchmark_app is not installed"}
-    cmd = [
-        exe,
-        "-m",
-        model,
-        "-d",
-        "CPU",
-        "-hint",
-        "throughput",
-        "-infer_precision",
-        precision,
-        "-t",
-        str(max(1, round(seconds))),
-    ]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=seconds + 120, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {"fps": None, "command": cmd, "error": "timed out"}
-    match = _THROUGHPUT.search(proc.stdout)
-    if proc.returncode != 0 or match is None:
-        tail = (proc.stdout + proc.stderr).strip()[-400:]
-        return {"fps": None, "command": cmd, "error": f"exit {proc.returncode}: {tail}"}
-    return {"fps": float(match.group(1)), "command": cmd, "error": None}

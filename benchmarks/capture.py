@@ -1,4 +1,5 @@
-"""The file reader every baseline contender uses: OpenCV FFmpeg, one decoder thread, looped.
+"""The file reader and result log every baseline contender uses: OpenCV FFmpeg, one decoder
+thread, looped.
 
 It is deliberately the plain loop a user would write, with the same decoder settings as
 vidpipe's capture workers (``capture.decoder_threads: 1``), so that decoding costs the same in
@@ -7,7 +8,9 @@ every contender.
 
 from __future__ import annotations
 
+import bisect
 import threading
+import time
 from collections.abc import Callable
 
 import cv2
@@ -66,3 +69,35 @@ def start_camera_threads(n: int, body: Callable[[int], None], name: str) -> list
     for t in threads:
         t.start()
     return threads
+
+
+class ResultLog:
+    """Per-camera completions of a baseline contender: counts and capture-to-result latency.
+
+    ``record`` is called from many threads; list appends and integer stores are atomic under
+    the GIL, and each camera index is written by one thread only.
+    """
+
+    def __init__(self, cameras: int) -> None:
+        self.per_camera = [0] * cameras
+        self._done: list[tuple[float, float]] = []  # (t_done, latency_s), in completion order
+        self._lock = threading.Lock()
+
+    def record(self, camera: int, t_capture: float) -> None:
+        with self._lock:  # timestamp under the lock: the list stays sorted by t_done
+            t_done = time.monotonic()
+            self.per_camera[camera] += 1
+            self._done.append((t_done, t_done - t_capture))
+
+    @property
+    def frames(self) -> int:
+        with self._lock:
+            return len(self._done)
+
+    def latencies_ms(self, t0: float, t1: float) -> list[float]:
+        """Latencies (ms, sorted) of results completed in ``[t0, t1]`` (monotonic)."""
+        with self._lock:
+            done = list(self._done)
+        lo = bisect.bisect_left(done, (t0, -1.0))
+        hi = bisect.bisect_right(done, (t1, float("inf")))
+        return sorted(lat * 1000.0 for _, lat in done[lo:hi])

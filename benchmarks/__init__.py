@@ -1,0 +1,50 @@
+"""The designs vidpipe is measured against, outside the product: ``python -m benchmarks``.
+
+``vidpipe bench`` (in the product) measures vidpipe itself: throughput on looping files and,
+with ``--mode density``, how many live cameras a machine keeps up with. This package adds the
+peer contenders to the same harness, for ``make bench``:
+
+* ``contenders``: ``naive`` (thread per camera, blocking infer), ``single`` (Frigate's single
+  detector thread) and ``model_api`` (OpenVINO's ``AsyncPipeline``);
+* ``reference``: ``ceiling`` (inference only) and the per-stage CPU costs behind the stage
+  bound;
+* ``capture``: the looping file reader and the result log they share.
+
+Importing the package registers them (``vidpipe.bench.common.register_contender``); each is
+built in the harness's worker process from its ``module:callable`` name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vidpipe.bench.common import ContenderEntry, register_contender
+
+#: The directory that holds this package: the worker process imports contenders from it.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _model_api_unavailable() -> str | None:
+    from benchmarks.contenders import model_api_unavailable
+
+    return model_api_unavailable()
+
+
+def register() -> None:
+    """Register the peer contenders with the harness. Idempotent."""
+    register_contender(
+        ContenderEntry("ceiling", "benchmarks.reference:CeilingRun", _ROOT, reference=True)
+    )
+    register_contender(ContenderEntry("naive", "benchmarks.contenders:NaiveRun", _ROOT))
+    register_contender(ContenderEntry("single", "benchmarks.contenders:SingleDetectorRun", _ROOT))
+    register_contender(
+        ContenderEntry(
+            "model_api",
+            "benchmarks.contenders:ModelApiRun",
+            _ROOT,
+            unavailable=_model_api_unavailable,
+        )
+    )
+
+
+register()

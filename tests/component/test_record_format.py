@@ -1,0 +1,109 @@
+"""One record format: the JSONL line, the MQTT payload (real mosquitto) and the webhook body
+(a real HTTP endpoint) of the same frame and the same event are the same JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.component.test_webhook_sink import Endpoint
+from tests.integration.conftest import wait_for
+from tests.mosquitto import Mosquitto, Subscriber
+from vidpipe.config import MqttSinkConfig, WebhookSinkConfig
+from vidpipe.labels import Labels
+from vidpipe.metrics import Metrics
+from vidpipe.sinks.jsonl import JsonlSink
+from vidpipe.sinks.mqtt import MqttSink
+from vidpipe.sinks.record import SCHEMA_VERSION
+from vidpipe.sinks.webhook import WebhookSink
+from vidpipe.types import Detections, FrameResult, TrackEvent
+
+pytestmark = pytest.mark.timeout(120)
+
+_RFC3339_UTC_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def tracked_frame_with_an_event() -> FrameResult:
+    det = Detections(
+        np.array([[10.5, 20.25, 110.0, 220.75], [300, 40, 360, 120]], np.float32),
+        np.array([0.91234567, 0.55], np.float32),
+        np.array([0, 2], np.int32),
+        np.array([7, -1]),
+    )
+    now = time.monotonic()
+    wall = time.time()
+    result = FrameResult(
+        "door", 42, now - 0.05, now, wall, 640, 360, det, Labels(("person", "bicycle", "car"))
+    )
+    leave = TrackEvent(
+        "leave", "door", 42, wall, "hall", 7, 0, "person", (60.25, 220.75), dwell_s=3.5,
+        reason="exited",
+    )  # fmt: skip
+    return dataclasses.replace(result, events=(leave,))
+
+
+def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
+    result = tracked_frame_with_an_event()
+    path = tmp_path / "out.jsonl"
+    jsonl = JsonlSink("jsonl", path)
+    endpoint = Endpoint()
+    webhook = WebhookSink("webhook", WebhookSinkConfig(url=endpoint.url), Metrics())
+    with Mosquitto(tmp_path / "broker") as broker:
+        sub = Subscriber(broker.port, "vidpipe/#")
+        metrics = Metrics()
+        mqtt = MqttSink("mqtt", MqttSinkConfig(host="127.0.0.1", port=broker.port), metrics)
+        try:
+            wait_for(
+                lambda: metrics.registry.get_sample_value(
+                    "vidpipe_mqtt_connected", {"sink": "mqtt"}
+                ),
+                20,
+                "the sink to connect",
+            )
+            for sink in (jsonl, mqtt, webhook):
+                sink.handle(result)
+            wait_for(lambda: sub.on("vidpipe/door/detections"), 20, "the MQTT frame record")
+            wait_for(lambda: sub.on("vidpipe/door/events"), 20, "the MQTT event record")
+        finally:
+            mqtt.close()
+            sub.close()
+            webhook.close()
+            jsonl.close()
+            endpoint.close()
+
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 2, lines  # the frame, then its event
+    frame_line, event_line = lines
+    (mqtt_frame,) = [json.loads(m.payload) for m in sub.on("vidpipe/door/detections")]
+    (mqtt_event,) = [json.loads(m.payload) for m in sub.on("vidpipe/door/events")]
+    # the webhook posts the event first, then the frame (after its filters: none here)
+    assert len(endpoint.events) == 2, endpoint.events
+    hook_event, hook_frame = endpoint.events
+
+    assert frame_line == mqtt_frame == hook_frame
+    assert event_line == mqtt_event == hook_event
+    for record in (frame_line, event_line):
+        assert record["v"] == SCHEMA_VERSION == 1
+        assert _RFC3339_UTC_MS.fullmatch(record["ts"]), record["ts"]
+        assert not {"timestamp", "time"} & set(record)
+    assert frame_line["ts"] == event_line["ts"]  # one clock, one format
+    assert frame_line["detections"][0] == {
+        "class_id": 0,
+        "label": "person",
+        "score": 0.91235,
+        "box": [10.5, 20.25, 110.0, 220.75],
+        "tracker_id": 7,
+    }
+    assert frame_line["detections"][1]["tracker_id"] is None
+    assert (event_line["event"], event_line["zone"], event_line["reason"]) == (
+        "leave",
+        "hall",
+        "exited",
+    )
+    assert event_line["dwell_s"] == 3.5 and event_line["point"] == [60.2, 220.8]

@@ -1,0 +1,112 @@
+"""NV12 -> letterboxed BGR on the GPU, against OpenCV's conversion and letterbox on the CPU,
+and detections through GPU preprocessing and GPU postprocessing against the CPU path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.golden import match_golden
+from tests.integration.test_cli import MARGINS
+from vidpipe.postprocess.decode import DecodeParams, decode_yolox
+from vidpipe.postprocess.gpu import YoloxGpuPostprocess
+from vidpipe.postprocess.pipeline import postprocess
+from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_into
+from vidpipe.preprocess.letterbox import letterbox
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
+
+torch = pytest.importorskip("torch")
+
+
+def even(image: np.ndarray) -> np.ndarray:
+    h, w = image.shape[:2]
+    return image[: h - h % 2, : w - w % 2]
+
+
+def cpu_path(nv12: np.ndarray, w: int, h: int) -> np.ndarray:
+    """What the CPU capture does with the same picture: BGR from NV12, then letterbox."""
+    return letterbox(cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12), w, h)[0]
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 720), (640, 480), (416, 416)])
+def test_nv12_letterbox_matches_cpu_gpu(size: tuple[int, int], assets_dir: Path) -> None:
+    src = cv2.imread(str(sorted((assets_dir / "images").glob("*.jpg"))[3]))
+    nv12 = bgr_to_nv12(cv2.resize(src, size, interpolation=cv2.INTER_AREA))
+    dst = torch.full((2, 416, 416, 3), 7, dtype=torch.uint8, device="cuda")  # poisoned
+    lb = nv12_letterbox_into(torch, torch.from_numpy(nv12).cuda(), dst[1])
+    got = dst[1].cpu().numpy()
+    ref = cpu_path(nv12, 416, 416)
+    diff = np.abs(got.astype(np.int16) - ref.astype(np.int16))
+    print(size, "mean abs diff", diff.mean(), "p99", np.percentile(diff, 99), "max", diff.max())
+    assert lb.src_w == size[0] and lb.src_h == size[1]
+    assert diff.mean() < 2.0 and np.percentile(diff, 99) < 16
+    assert (dst[0] == 7).all(), "wrote outside its own row of the batch"
+    new_h = int(size[1] * lb.scale)
+    if new_h < 416:
+        assert (got[new_h + 1 :] == 114).all()
+
+
+def test_shapes_are_checked_gpu() -> None:
+    dst = torch.empty((416, 416, 3), dtype=torch.uint8, device="cuda")
+    with pytest.raises(ValueError, match="NV12 frame"):
+        nv12_letterbox_into(torch, torch.empty((1081, 1920), dtype=torch.uint8, device="cuda"), dst)
+    with pytest.raises(ValueError, match="destination"):
+        nv12_letterbox_into(
+            torch, torch.empty((1620, 1920), dtype=torch.uint8, device="cuda"), dst[0]
+        )
+
+
+def test_gpu_path_matches_cpu_path_on_nv12_images_gpu(model_path: Path, assets_dir: Path) -> None:
+    """The golden images as NV12 (what a decoder gives): GPU letterbox into a batch -> model
+    -> GPU NMS, against OpenCV's NV12 -> BGR -> CPU letterbox -> model -> CPU NMS on the same
+    NV12 pictures, by the golden rule (the CPU path as the golden side). The NV12 round trip
+    itself (4:2:0 chroma) moves scores by more than the rule allows against expected.jsonl,
+    so both sides start from the same NV12 picture."""
+    from vidpipe.infer.torch_executor import TorchExecutor
+
+    ex = TorchExecutor(model_path, 0, 16, "f32", cuda_graphs=False)
+    names = sorted(p.name for p in (assets_dir / "images").glob("*.jpg"))[-16:]
+    pictures = [bgr_to_nv12(even(cv2.imread(str(assets_dir / "images" / n)))) for n in names]
+    gpu_in = torch.empty((16, 416, 416, 3), dtype=torch.uint8, device="cuda")
+    lbs = [
+        nv12_letterbox_into(torch, torch.from_numpy(nv12).cuda(), gpu_in[i])
+        for i, nv12 in enumerate(pictures)
+    ]
+    cpu_in = torch.from_numpy(np.stack([cpu_path(nv12, 416, 416) for nv12 in pictures])).cuda()
+    with torch.inference_mode():
+        out_gpu, out_cpu = (first(ex.module(x)) for x in (gpu_in, cpu_in))
+    got = YoloxGpuPostprocess(torch, gpu_in.device, 416, 416, 80, 0.45)(
+        out_gpu.float(), lbs, [0.30] * len(names)
+    )
+    host = out_cpu.float().cpu().numpy()
+    problems: list[list[str]] = []
+    for i, name in enumerate(names):
+        ref = postprocess([host[i]], lbs[i], decode_yolox, DecodeParams(416, 416, 0.30), 0.45)
+        records = [
+            {
+                "source": name,
+                "detections": [
+                    {"class_id": int(c), "score": float(s), "box": [float(v) for v in b]}
+                    for b, s, c in zip(d.xyxy, d.score, d.class_id, strict=True)
+                ],
+            }
+            for d in (ref, got[i])
+        ]
+        problems.append(match_golden(records[0], records[1], 0.30, **MARGINS["f32"]))
+    ex.close()
+    print("\n".join(p for image in problems for p in image))
+    # The two pictures differ by at most 2 levels (p99: 1; test above). Measured on the H200:
+    # on 000000003501.jpg that moved one score near the threshold from under 0.34 to 0.39
+    # (YOLOX-Nano's scores there move that much with one level of input noise). So one
+    # image of the 16 may break the rule, by one detection; more fail.
+    broken = [image for image in problems if image]
+    assert len(broken) <= 1 and all(len(image) == 1 for image in broken), broken
+    assert sum(len(d) for d in got) > len(names)
+
+
+def first(out: object) -> torch.Tensor:
+    return out[0] if isinstance(out, (tuple, list)) else out

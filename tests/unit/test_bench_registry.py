@@ -1,0 +1,101 @@
+"""The benchmark's contenders: the product measures vidpipe; ``benchmarks/`` adds the others."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vidpipe.bench import common
+from vidpipe.bench.common import ContenderEntry, PointSpec, contender, register_contender
+from vidpipe.bench.worker import make_contender
+
+REPO = Path(__file__).resolve().parents[2]
+PEERS = {"ceiling", "naive", "single", "model_api"}
+
+
+def registered(*imports: str) -> set[str]:
+    """The contenders registered in a fresh interpreter after ``imports``."""
+    code = "; ".join(
+        [*(f"import {m}" for m in imports), "from vidpipe.bench.common import all_contenders"]
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}; print(','.join(all_contenders()))"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+        timeout=60,
+    )
+    return set(out.stdout.strip().split(","))
+
+
+def test_the_product_registers_only_vidpipe_and_its_variants() -> None:
+    product = registered("vidpipe.bench.cli")
+    assert "vidpipe" in product and "vidpipe-track" in product
+    assert not product & PEERS
+    assert registered("benchmarks") == product | PEERS
+
+
+def test_vidpipe_bench_refuses_a_peer_without_benchmarks(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vidpipe.cli", "bench", "--contenders", "naive,vidpipe"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "unknown naive; choose from" in proc.stderr
+
+
+def test_the_worker_builds_a_contender_from_its_registered_factory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "_CONTENDERS", dict(common._CONTENDERS))  # undone after
+    pkg = tmp_path / "extra_contenders.py"
+    pkg.write_text("class Probe:\n    def __init__(self, spec):\n        self.spec = spec\n")
+    entry = ContenderEntry("probe", "extra_contenders:Probe", str(tmp_path), default=False)
+    register_contender(entry)
+    assert contender("probe") is entry
+    spec = PointSpec("probe", "/c.mp4", "c.mp4", 1, 1, 1, "f32", "/m.onnx", "/m.xml", "/l.txt")
+    built = make_contender(spec, entry.factory, entry.sys_path)
+    assert built.spec is spec  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="registered twice"):
+        register_contender(ContenderEntry("probe", "elsewhere:Other"))
+    with pytest.raises(ValueError, match="unknown contender 'nope'; registered: vidpipe"):
+        contender("nope")
+
+
+def test_bench_gpu_is_an_argparse_command_like_the_others() -> None:
+    from vidpipe.bench.cli import cmd_bench_gpu
+    from vidpipe.cli import build_parser
+
+    required = ["--model", "m.onnx", "--labels", "l.txt", "--json", "o.json"]
+    args = build_parser().parse_args(
+        ["bench-gpu", *required, "--batches", "8,32", "--streams", "", "--eager"]
+    )
+    assert args.func is cmd_bench_gpu
+    assert (args.batches, args.streams, args.eager, args.type) == ([8, 32], [], True, "torch")
+    with pytest.raises(SystemExit) as err:
+        build_parser().parse_args(["bench-gpu", "--model", "m.onnx", "--batches", "8,x"])
+    assert err.value.code == 2
+
+
+def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
+    """Every stream count of a batch size reuses one executor; a backend must not close it."""
+    import numpy as np
+
+    from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
+    from vidpipe.bench.gpu import stream_set_rate
+
+    rt = FakeGpuRuntime(0, 0.0)
+    ex = FakeExecutor(rt, 4)
+    frames = np.stack([tagged_frame(1, i) for i in range(4)])
+    for streams in (1, 2):
+        rate, mean_batch = stream_set_rate([(rt, ex)], streams, 0.3, frames)
+        assert rate > 0 and 1.0 <= mean_batch <= 4.0
+        assert not ex.closed

@@ -1,0 +1,164 @@
+"""NvdecReader's state machine on CPU CI, with a fake PyNvVideoCodec (no GPU, no NVDEC).
+
+The fake demuxer yields packets; the fake decoder turns packet ``k`` into frame ``k`` after a
+configurable delay (NVDEC's display-order latency), raises on the packets it is told to, and
+flushes what it holds on the demuxer's last (empty) packet, as PyNvVideoCodec's does. The real
+decoder runs in tests/gpu/test_nvdec_gpu.py on the H200.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
+
+
+class FakeDecodeError(RuntimeError):
+    pass
+
+
+class FakeDemuxer:
+    def __init__(self, packets: int) -> None:
+        self.packets = packets
+
+    def __iter__(self) -> Any:
+        yield from range(self.packets)
+        yield None  # the demuxer's last packet: empty, it flushes the decoder
+
+    def GetNvCodecId(self) -> str:  # PyNvVideoCodec's names
+        return "H264"
+
+    def FrameRate(self) -> float:
+        return 25.0
+
+    def Width(self) -> int:
+        return 1920
+
+    def Height(self) -> int:
+        return 1080
+
+
+class FakeDecoder:
+    def __init__(self, delay: int, bad: set[int]) -> None:
+        self.delay, self.bad = delay, bad
+        self.held: list[int] = []
+
+    def Decode(self, packet: int | None) -> list[int]:
+        if packet is None:
+            out, self.held = self.held, []
+            return out
+        if packet in self.bad:
+            raise FakeDecodeError(f"bad packet {packet}")
+        self.held.append(packet)
+        if len(self.held) > self.delay:
+            return [self.held.pop(0)]
+        return []
+
+
+class FakeCodec:
+    """Stands in for the PyNvVideoCodec module."""
+
+    def __init__(self, packets: int = 10, delay: int = 2, bad: set[int] | None = None) -> None:
+        self.packets, self.delay, self.bad = packets, delay, bad or set()
+        self.opened: list[str] = []
+        self.decoder_args: dict[str, Any] = {}
+        self.fail_open: Exception | None = None
+
+    def CreateDemuxer(self, filename: str) -> FakeDemuxer:
+        if self.fail_open is not None:
+            raise self.fail_open
+        self.opened.append(filename)
+        return FakeDemuxer(self.packets)
+
+    def CreateDecoder(self, **kwargs: Any) -> FakeDecoder:
+        self.decoder_args = kwargs
+        return FakeDecoder(self.delay, self.bad)
+
+
+def reader(codec: FakeCodec, url: str = "file:///clips/a.mp4", **kw: Any) -> NvdecReader:
+    return NvdecReader(url, 3, codec=codec, to_tensor=lambda f: ("tensor", f), **kw)
+
+
+def read_all(r: NvdecReader) -> list[Any]:
+    frames = []
+    while (f := r.read()) is not None:
+        frames.append(f)
+    return frames
+
+
+def test_every_frame_in_order_despite_decoder_latency_fake_gpu() -> None:
+    codec = FakeCodec(packets=10, delay=3)
+    r = reader(codec)
+    info = r.open()
+    assert (info.width, info.height, info.fps) == (1920, 1080, 25.0)
+    assert codec.opened == ["/clips/a.mp4"]  # file:// becomes a path
+    assert codec.decoder_args == {"gpuid": 3, "codec": "H264", "usedevicememory": True}
+    assert read_all(r) == [("tensor", k) for k in range(10)]
+    assert r.read() is None, "the end stays the end"
+    assert (r.frames, r.decode_errors) == (10, 0)
+
+
+def test_reopen_after_the_end_starts_over_fake_gpu() -> None:
+    r = reader(FakeCodec(packets=4, delay=1))
+    r.open()
+    first = read_all(r)
+    r.open()
+    assert read_all(r) == first and len(first) == 4
+
+
+def test_rejected_packets_are_counted_and_skipped_fake_gpu() -> None:
+    r = reader(FakeCodec(packets=10, delay=0, bad={2, 5, 6}))
+    r.open()
+    assert read_all(r) == [("tensor", k) for k in (0, 1, 3, 4, 7, 8, 9)]
+    assert r.decode_errors == 3
+
+
+def test_too_many_rejected_packets_in_a_row_end_the_connection_fake_gpu() -> None:
+    r = reader(FakeCodec(packets=20, delay=0, bad=set(range(5, 20))), max_consecutive_errors=4)
+    r.open()
+    with pytest.raises(NvdecError, match=r"5 packets in a row failed to decode.*bad packet 9"):
+        read_all(r)
+    assert r.frames == 5 and r.decode_errors == 5
+
+
+def test_open_failure_is_clear_and_hides_the_password_fake_gpu() -> None:
+    codec = FakeCodec()
+    codec.fail_open = RuntimeError("connect rtsp://admin:s3cret-pw@10.0.0.5/live failed")
+    r = reader(codec, url="rtsp://admin:s3cret-pw@10.0.0.5/live")
+    with pytest.raises(NvdecError) as info:
+        r.open()
+    message = str(info.value)
+    assert "cannot open rtsp://admin:***@10.0.0.5/live with NVDEC" in message
+    assert "s3cret-pw" not in message
+    assert not r.is_open
+
+
+def test_read_before_open_and_after_close_fake_gpu() -> None:
+    r = reader(FakeCodec())
+    with pytest.raises(NvdecError, match="read before open"):
+        r.read()
+    r.open()
+    assert r.read() is not None
+    r.close()
+    r.close()  # idempotent
+    with pytest.raises(NvdecError, match="read before open"):
+        r.read()
+
+
+def test_the_decoder_gets_the_callers_stream_fake_gpu() -> None:
+    codec = FakeCodec()
+    reader(codec, cuda_context=11, cuda_stream=22).open()
+    assert codec.decoder_args["cudacontext"] == 11 and codec.decoder_args["cudastream"] == 22
+
+
+def test_missing_pynvvideocodec_says_how_to_get_it_fake_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", None)  # import fails, as without it
+    with pytest.raises(NvdecError, match="pip install pynvvideocodec"):
+        load_codec()
+    with pytest.raises(NvdecError, match="pip install pynvvideocodec"):
+        NvdecReader("/clips/a.mp4").open()

@@ -1,0 +1,189 @@
+"""Reading a camera with NVDEC through PyNvVideoCodec: frames stay on the GPU.
+
+PyNvVideoCodec (pip ``pynvvideocodec``, NVIDIA's MIT-licensed binding) brings FFmpeg's
+demuxer, so files and RTSP URLs open the same way as with the CPU capture. Its decoder hands
+out NV12 surfaces in device memory; ``torch.from_dlpack`` sees one as a ``(H * 3 / 2, W)``
+uint8 tensor without a copy, which :func:`vidpipe.preprocess.gpu.nv12_letterbox_into` turns
+into the model's input on the GPU.
+
+:class:`NvdecReader` is the decode loop of one connection: ``open`` (demuxer and decoder),
+``read`` one frame at a time, ``close``. It keeps the rules of the CPU capture: a packet the
+decoder rejects is counted as a decode error and skipped; more than ``max_consecutive_errors``
+in a row end the connection with :class:`NvdecError` (the capture worker then backs off and
+reconnects), and the end of a file is ``None`` from ``read``.
+
+A frame returned by ``read`` lives in the decoder's surface pool: it is valid until the next
+``read`` or ``close``. Letterbox it (or clone it) before reading on.
+
+The ``codec`` argument is the PyNvVideoCodec module; CPU tests pass a fake one (named as
+fake) to check this state machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from vidpipe.redact import redact_text
+
+log = logging.getLogger(__name__)
+
+
+_END = object()  # no more packets (the demuxer's own last packet is an empty one)
+
+
+class NvdecError(Exception):
+    """A connection cannot go on (open failed, the stream is broken); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvdecInfo:
+    """What the demuxer reports about the video: size and nominal rate (None if unknown)."""
+
+    width: int
+    height: int
+    fps: float | None
+
+
+def load_codec() -> Any:
+    """Import PyNvVideoCodec, or raise NvdecError saying what is missing."""
+    try:
+        # Imported by name: the package ships no type information and is absent in CI.
+        return importlib.import_module("PyNvVideoCodec")
+    except Exception as exc:  # ImportError, or its RuntimeError when the driver lacks NVDEC
+        raise NvdecError(
+            f"capture.decoder nvdec needs PyNvVideoCodec (pip install pynvvideocodec) and an "
+            f"NVIDIA driver with NVDEC: {exc}"
+        ) from None
+
+
+def _torch_from_dlpack(frame: Any) -> Any:
+    import torch
+
+    return torch.from_dlpack(frame)
+
+
+def _ask(demuxer: Any, method: str) -> float:
+    """A number the demuxer reports, 0 when it cannot say (a stream without that header)."""
+    try:
+        return float(getattr(demuxer, method)() or 0.0)
+    except Exception:
+        return 0.0
+
+
+class NvdecReader:
+    """One connection's demux and decode loop on one GPU.
+
+    Args:
+        url: file path, ``file://`` path or ``rtsp://`` URL.
+        gpu: the CUDA device the frames are decoded on (the camera's batches run there too).
+        codec: the PyNvVideoCodec module (None: import it).
+        to_tensor: turns a decoded frame into a tensor (default ``torch.from_dlpack``).
+        max_consecutive_errors: rejected packets in a row that end the connection.
+        cuda_context: with ``cuda_stream``, the CUDA context (handle) the decoder works in.
+        cuda_stream: the decoder's CUDA stream (handle). Without it, PyNvVideoCodec uses the
+            legacy default stream, which waits for, and holds up, the work of every blocking
+            stream of the context.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        gpu: int = 0,
+        codec: Any = None,
+        to_tensor: Callable[[Any], Any] = _torch_from_dlpack,
+        max_consecutive_errors: int = 25,
+        cuda_context: int | None = None,
+        cuda_stream: int | None = None,
+    ) -> None:
+        self.url = url
+        self.gpu = gpu
+        self._codec = codec
+        self._to_tensor = to_tensor
+        self._max_errors = max_consecutive_errors
+        self._cuda = (
+            {"cudacontext": cuda_context, "cudastream": cuda_stream}
+            if cuda_stream is not None
+            else {}
+        )
+        self._demuxer: Any = None
+        self._decoder: Any = None
+        self._packets: Iterator[Any] | None = None
+        self._ready: collections.deque[Any] = collections.deque()
+        self._ended = False
+        self.frames = 0
+        self.decode_errors = 0
+        self._consecutive = 0
+
+    @property
+    def is_open(self) -> bool:
+        return self._decoder is not None
+
+    def open(self) -> NvdecInfo:
+        """Create the demuxer and the decoder. Raises NvdecError (credentials left out)."""
+        self.close()
+        codec = self._codec if self._codec is not None else load_codec()
+        path = self.url[len("file://") :] if self.url.lower().startswith("file://") else self.url
+        try:
+            demuxer = codec.CreateDemuxer(filename=path)
+            decoder = codec.CreateDecoder(
+                gpuid=self.gpu, codec=demuxer.GetNvCodecId(), usedevicememory=True, **self._cuda
+            )
+        except Exception as exc:
+            raise NvdecError(
+                f"cannot open {redact_text(self.url)} with NVDEC: {type(exc).__name__}: "
+                f"{redact_text(str(exc))}"
+            ) from None
+        self._demuxer, self._decoder = demuxer, decoder
+        self._packets = iter(demuxer)
+        self._ended = False
+        self._consecutive = 0
+        fps = _ask(demuxer, "FrameRate")
+        return NvdecInfo(
+            int(_ask(demuxer, "Width")), int(_ask(demuxer, "Height")), fps if fps > 0 else None
+        )
+
+    def read(self) -> Any | None:
+        """The next frame as a ``(H * 3 / 2, W)`` uint8 device tensor, or None at the end.
+
+        Raises:
+            NvdecError: not open, or too many packets in a row failed to decode.
+        """
+        if self._decoder is None or self._packets is None:
+            raise NvdecError("read before open (or after close)")
+        while not self._ready:
+            if self._ended:
+                return None
+            packet = next(self._packets, _END)
+            if packet is _END:
+                self._ended = True  # the demuxer's last packet already flushed the decoder
+                continue
+            self._decode(packet)
+        self.frames += 1
+        return self._to_tensor(self._ready.popleft())
+
+    def _decode(self, packet: Any) -> None:
+        try:
+            frames = self._decoder.Decode(packet)
+        except Exception as exc:
+            self.decode_errors += 1
+            self._consecutive += 1
+            if self._consecutive > self._max_errors:
+                raise NvdecError(
+                    f"{self._consecutive} packets in a row failed to decode "
+                    f"({type(exc).__name__}: {exc})"
+                ) from None
+            return
+        self._consecutive = 0
+        self._ready.extend(frames)
+
+    def close(self) -> None:
+        """Release the decoder, then the demuxer (PyNvVideoCodec's order). Idempotent."""
+        self._ready.clear()
+        self._packets = None
+        self._decoder = None
+        self._demuxer = None

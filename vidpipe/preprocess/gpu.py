@@ -1,0 +1,111 @@
+"""NV12 to letterboxed BGR on the GPU (PyTorch): what NVDEC gives to what the model takes.
+
+The model takes BGR, 0-255, letterboxed top-left with pad value 114 (the same as
+:func:`vidpipe.preprocess.letterbox.letterbox_into` on the CPU). Here a decoded NV12 surface,
+``(H * 3 / 2, W)`` uint8 on the device (a luma plane, then interleaved half-resolution U, V),
+becomes that ``(h, w, 3)`` uint8 tensor, written into a caller-given device view (a row of
+the open batch's device input), on the caller's current CUDA stream. No pixel crosses to the
+host.
+
+Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): convert
+at full size, each 2x2 block sharing its chroma sample, round to 0-255, then resize bilinearly
+(half-pixel centres, no antialias: OpenCV's sampling). Converting after a resize of the planes
+would be about 20 times less arithmetic, but its chroma differs from the CPU path's enough to
+move scores near the threshold by more than the golden rule allows (seen on the H200 with
+``tests/gpu/test_gpu_preprocess_gpu.py``); correct first.
+
+Colour: BT.601 limited range, the matrix FFmpeg's swscale and OpenCV's ``cvtColor`` use for a
+stream that does not say otherwise (the CPU capture path decodes through them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vidpipe.preprocess.letterbox import PAD_VALUE, letterbox_geometry
+from vidpipe.types import Letterbox
+
+# BT.601 limited range: Y in 16..235, U and V centred on 128.
+_Y_GAIN = 255.0 / 219.0
+_BGR_FROM_UV = (
+    (2.017232, 0.0),  # B = Y' + 2.017 U'
+    (-0.391762, -0.812968),  # G = Y' - 0.392 U' - 0.813 V'
+    (0.0, 1.596027),  # R = Y' + 1.596 V'
+)
+
+
+def nv12_letterbox_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
+    """Letterbox one NV12 frame into ``dst`` as BGR, on the current CUDA stream.
+
+    Args:
+        torch: the ``torch`` module.
+        nv12: ``(H * 3 // 2, W)`` uint8 CUDA tensor (H and W even).
+        dst: ``(h, w, 3)`` uint8 CUDA tensor on the same device, overwritten entirely.
+
+    Returns:
+        The mapping back to frame pixels (as the CPU letterbox gives it).
+
+    Raises:
+        ValueError: ``nv12`` or ``dst`` has the wrong shape or type.
+    """
+    if nv12.dim() != 2 or nv12.dtype != torch.uint8 or nv12.shape[0] % 3 or nv12.shape[1] % 2:
+        raise ValueError(
+            f"NV12 frame must be a (H*3/2, W) uint8 tensor with H, W even, got "
+            f"{nv12.dtype} {tuple(nv12.shape)}"
+        )
+    if dst.dim() != 3 or dst.shape[2] != 3 or dst.dtype != torch.uint8:
+        raise ValueError(f"destination must be (h, w, 3) uint8, got {dst.dtype} {tuple(dst.shape)}")
+    src_h, src_w = nv12.shape[0] * 2 // 3, nv12.shape[1]
+    dst_h, dst_w = dst.shape[0], dst.shape[1]
+    scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
+    bgr = _nv12_to_bgr(torch, nv12, src_h, src_w, new_h, new_w)
+    dst[:new_h, :new_w].copy_(bgr)
+    if new_h < dst_h:
+        dst[new_h:].fill_(PAD_VALUE)
+    if new_w < dst_w:
+        dst[:new_h, new_w:].fill_(PAD_VALUE)
+    return Letterbox(scale=scale, src_w=int(src_w), src_h=int(src_h))
+
+
+def _nv12_to_bgr(torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
+    """``(new_h, new_w, 3)`` uint8 BGR from an NV12 frame: convert, then resize."""
+    y = (nv12[:src_h].to(torch.float32) - 16.0) * _Y_GAIN
+    uv = nv12[src_h:].reshape(src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
+    # Each 2x2 block shares its U, V sample (nearest), as OpenCV's NV12 conversion does.
+    uv = uv.repeat_interleave(2, dim=0).repeat_interleave(2, dim=1)
+    u, v = uv[..., 0], uv[..., 1]
+    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV])
+    planes = planes.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
+    if (new_h, new_w) != (src_h, src_w):
+        planes = (
+            torch.nn.functional.interpolate(
+                planes[None],
+                size=(new_h, new_w),
+                mode="bilinear",
+                align_corners=False,
+                antialias=False,
+            )[0]
+            .round_()
+            .clamp_(0.0, 255.0)
+        )
+    return planes.permute(1, 2, 0).to(torch.uint8)
+
+
+def bgr_to_nv12(image: Any) -> Any:
+    """A BGR ``(H, W, 3)`` uint8 numpy image as NV12 ``(H * 3 // 2, W)`` (tests, benchmarks).
+
+    OpenCV converts to I420 (BT.601 limited, the inverse of the matrix above); the U and V
+    planes are then interleaved.
+    """
+    import cv2
+    import numpy as np
+
+    h, w = image.shape[:2]
+    flat = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420).reshape(-1)
+    n = h * w
+    u = flat[n : n + n // 4]
+    v = flat[n + n // 4 : n + n // 2]
+    nv12 = np.empty((h * 3 // 2, w), np.uint8)
+    nv12[:h] = flat[:n].reshape(h, w)
+    nv12[h:] = np.stack([u, v], axis=1).reshape(h // 2, w)
+    return nv12

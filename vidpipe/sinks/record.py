@@ -1,0 +1,101 @@
+"""The JSON record of a frame and of a zone or line event: one format for every sink.
+
+The JSON lines file, MQTT and the webhook all write these dicts, byte for byte the same
+(``encode``); the README's "Record format" section documents the fields. ``SCHEMA_VERSION``
+(``"v"`` in every record) changes when a field changes meaning or goes away; new fields may be
+added within a version.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from vidpipe.types import FrameResult, TrackEvent
+
+#: The ``"v"`` of every record.
+SCHEMA_VERSION = 1
+
+
+def iso_utc(wall_time: float) -> str:
+    """``time.time()`` as RFC 3339 UTC, milliseconds and ``Z``: ``2026-11-30T04:18:25.200Z``."""
+    ts = datetime.fromtimestamp(wall_time, UTC).isoformat(timespec="milliseconds")
+    return ts.replace("+00:00", "Z")
+
+
+def detection_dicts(result: FrameResult) -> list[dict[str, Any]]:
+    """The detections of ``result``: ``class_id``, ``label``, ``score``, ``box`` each.
+
+    With tracking on, each also has ``tracker_id``: the track's id, or None for a detection
+    that is not (yet) part of a confirmed track.
+    """
+    det = result.detections
+    tids = det.tracker_id.tolist() if det.tracker_id is not None else None
+    out = []
+    for i, (box, score, cid) in enumerate(
+        zip(det.xyxy.tolist(), det.score.tolist(), det.class_id.tolist(), strict=True)
+    ):
+        item: dict[str, Any] = {
+            "class_id": int(cid),
+            "label": result.labels.name(cid),
+            "score": round(float(score), 5),
+            "box": [round(float(v), 2) for v in box],
+        }
+        if tids is not None:
+            item["tracker_id"] = tids[i] if tids[i] >= 0 else None
+        out.append(item)
+    return out
+
+
+def frame_record(result: FrameResult) -> dict[str, Any]:
+    """The record of one processed frame.
+
+    Fields: ``v``, ``camera``, ``frame`` (sequence number), ``ts`` (``iso_utc`` of the
+    result's wall time), ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms
+    resolution) and ``detections`` (``detection_dicts``).
+    """
+    return {
+        "v": SCHEMA_VERSION,
+        "camera": result.camera,
+        "frame": result.seq,
+        "ts": iso_utc(result.wall_time),
+        "width": result.width,
+        "height": result.height,
+        "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
+        "detections": detection_dicts(result),
+    }
+
+
+def event_record(event: TrackEvent) -> dict[str, Any]:
+    """The record of one zone or line event.
+
+    Fields: ``v``, ``event`` (``enter``, ``leave``, ``cross``), ``camera``, ``frame``, ``ts``,
+    ``zone`` or ``line``, ``tracker_id``, ``class_id``, ``label``, ``point``; ``direction``
+    (``cross``), ``dwell_s`` and ``reason`` (``leave``). A frame record has ``detections``
+    instead of ``event``.
+    """
+    out: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "event": event.kind,
+        "camera": event.camera,
+        "frame": event.seq,
+        "ts": iso_utc(event.wall_time),
+        ("line" if event.kind == "cross" else "zone"): event.where,
+        "tracker_id": event.tracker_id,
+        "class_id": event.class_id,
+        "label": event.label,
+        "point": [round(event.point[0], 1), round(event.point[1], 1)],
+    }
+    if event.direction is not None:
+        out["direction"] = event.direction
+    if event.dwell_s is not None:
+        out["dwell_s"] = round(event.dwell_s, 3)
+    if event.reason is not None:
+        out["reason"] = event.reason
+    return out
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """A record as compact UTF-8 JSON, without a newline (what MQTT and the webhook send)."""
+    return json.dumps(record, separators=(",", ":")).encode("utf-8")
