@@ -65,7 +65,9 @@ def test_a_passing_gate_writes_the_int8_ir_and_its_report(tmp_path: Path, assets
         for k in cost
         if k == "f32" or min(agreement[k]["recall"], agreement[k]["precision"]) >= 0.3
     ]
-    cheapest = min(passing, key=lambda k: cost[k]["cpu_ms_per_frame"])
+    cheapest = min(
+        passing, key=lambda k: cost[k]["cpu_ms_per_frame"] / (0.95 if k == "int8" else 1.0)
+    )
     assert report["recommendation"]["precision"] == cheapest
     assert report["versions"]["nncf"].startswith("3.")
     assert "written" in report and report["written"] is True
@@ -83,12 +85,19 @@ def test_a_passing_gate_writes_the_int8_ir_and_its_report(tmp_path: Path, assets
 
 
 def test_a_failing_gate_refuses_and_writes_nothing(tmp_path: Path, assets_dir: Path) -> None:
-    """Six calibration frames cannot give perfect agreement on the COCO images held out."""
+    """Calibrated on one uniform grey picture, the INT8 ranges cannot fit a real photo: its
+    agreement on that photo falls far below the default gate (recall 0.5 here)."""
+    import cv2
+    import numpy as np
+
+    grey = tmp_path / "grey.png"
+    cv2.imwrite(str(grey), np.full((480, 640, 3), 114, np.uint8))
+    photo = assets_dir / "images" / "000000000139.jpg"  # a room: people, a TV, chairs ...
     out = tmp_path / "models" / "int8.xml"
-    proc = optimize(tmp_path, assets_dir, "-o", str(out), "--gate", "1.0")
+    proc = optimize(tmp_path, assets_dir, "-o", str(out), "--clips", str(grey), str(photo))
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "INT8 model refused: agreement recall" in proc.stderr
-    assert "below the gate 1; nothing written" in proc.stderr
+    assert "on 1 frames is below the gate 0.95; nothing written" in proc.stderr
     assert not out.parent.exists() or not any(out.parent.iterdir())
 
 

@@ -52,10 +52,11 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--method",
-        choices=("accuracy-control", "plain"),
-        default="accuracy-control",
-        help="plain: one calibration pass; accuracy-control: then give the most harmful "
-        "layers back to floating point until the gate is met (minutes) (default: %(default)s)",
+        choices=("plain", "accuracy-control"),
+        default="plain",
+        help="plain: one calibration pass; accuracy-control: then NNCF gives the most harmful "
+        "layers back to floating point until the gate is met on a quarter of the frames (slow: "
+        "it compiles the model once per quantized layer) (default: %(default)s)",
     )
     p.add_argument("--force", action="store_true", help="write the model even below the gate")
     p.add_argument(

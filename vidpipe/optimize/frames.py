@@ -95,7 +95,8 @@ def collect(
     for i, source in enumerate(sources, 1):
         for name, image in read_frames(source, per_video):
             samples.append(to_sample(image, width, height, name))
-        progress(f"frames: {i}/{len(sources)} sources read, {len(samples)} frames")
+        if source in videos or i == len(sources):  # not one line per image
+            progress(f"frames: {i}/{len(sources)} sources read, {len(samples)} frames")
     return samples
 
 
