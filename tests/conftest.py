@@ -6,7 +6,25 @@ from pathlib import Path
 
 import pytest
 
+from tests import precision
 from vidpipe.assets import find_assets_dir
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse ``VIDPIPE_TEST_PRECISION`` values this CPU cannot run (see tests/precision.py)."""
+    try:
+        forced = precision.forced_precision()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    problem = precision.check_supported(forced)
+    if problem is not None:
+        raise pytest.UsageError(problem)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    forced = precision.forced_precision()
+    how = f"forced by {precision.ENV}" if forced else f"OpenVINO's default; set {precision.ENV}"
+    return f"inference precision: {precision.effective_precision()} ({how})"
 
 
 @pytest.fixture(scope="session")

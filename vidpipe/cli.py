@@ -85,11 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
-    redactor = redact.StderrRedactor()  # FFmpeg writes to fd 2 directly
-    try:
-        return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
-    finally:
-        redactor.close()
+    # FFmpeg (PyAV) logs through Python logging, redacted: nothing writes to fd 2 directly.
+    return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
 
 
 # ---------------------------------------------------------------------------------- check

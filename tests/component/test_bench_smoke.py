@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.precision import effective_precision, forced_precision
+
 pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +46,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, assets_dir: Path) -> tup
             str(result_json),
             "--out",
             str(out),
+            *(["--precision", forced] if (forced := forced_precision()) else []),
         ],
         capture_output=True,
         text=True,
@@ -72,7 +75,7 @@ def test_json_has_every_section(smoke_run: tuple[Path, str]) -> None:
         "unavailable",
     ):
         assert key in doc, key
-    assert doc["precision"] in ("f32", "bf16", "f16")
+    assert doc["precision"] == effective_precision()
     assert isinstance(doc["machine"]["cores"], int) and doc["machine"]["cores"] >= 1
     assert isinstance(doc["machine"]["cpu_model"], str)
     assert doc["clips"]["car-detection.mp4"]["width"] == 768

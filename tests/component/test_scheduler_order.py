@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.precision import openvino_kwargs
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
@@ -42,7 +43,8 @@ def images(assets_dir: Path) -> list[np.ndarray]:
 
 def engine_with(assets_dir: Path, sink) -> Scheduler:  # type: ignore[no-untyped-def]
     backend = OpenVINOBackend(
-        assets_dir / "models" / "yolox_nano.onnx", OpenVINOConfig(num_requests=4)
+        assets_dir / "models" / "yolox_nano.onnx",
+        OpenVINOConfig(num_requests=4, **openvino_kwargs()),
     )
     return Scheduler(
         backend,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,6 +15,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.golden import PARTNER_SCORE
+from tests.precision import with_precision
 
 
 def free_port() -> int:
@@ -41,11 +45,14 @@ def scrape(port: int) -> str:
 
 
 class DaemonProcess:
-    """``vidpipe run`` in a subprocess with its stderr captured to a file."""
+    """``vidpipe run`` in a subprocess with its stderr captured to a file.
+
+    The config is written with the suite's forced precision, if any (tests/precision.py).
+    """
 
     def __init__(self, config: dict, workdir: Path) -> None:
         self.config_path = workdir / "config.yaml"
-        self.config_path.write_text(yaml.safe_dump(config))
+        self.config_path.write_text(yaml.safe_dump(with_precision(config)))
         self.log_path = workdir / "daemon.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -130,3 +137,47 @@ def scrape_soon(port: int) -> str:
         return scrape(port)
     except OSError:
         return ""
+
+
+def detect_offline(
+    assets_dir: Path, inputs: list[Path], workdir: Path, score_threshold: float = PARTNER_SCORE
+) -> list[dict]:
+    """``vidpipe detect`` on ``inputs`` at the suite's precision: the reference that the
+    daemon's output is compared with (same model, same precision, same frames).
+
+    Returns one record per frame, in input then frame order, as ``detect`` prints them:
+    ``{"source", "frame", "width", "height", "detections"}``. The default threshold, 0.25, is
+    the partner score of the precision-free rule (tests/golden.py), below the daemon's 0.3.
+    """
+    models = assets_dir / "models"
+    config = workdir / "offline.yaml"
+    model = {"path": str(models / "yolox_nano.onnx"), "labels": str(models / "coco80.txt")}
+    config.write_text(yaml.safe_dump(with_precision({"model": model})))
+    args = ["detect", "--config", str(config), "--score-threshold", str(score_threshold)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "vidpipe.cli", *args, *map(str, inputs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def offline_clip(
+    assets_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], list[dict]]:
+    """``offline_clip(stem)``: :func:`detect_offline` of ``videos/<stem>.mp4``, every frame,
+    computed once per session (a whole clip takes 5-15 s of CPU)."""
+    cache: dict[str, list[dict]] = {}
+
+    def get(stem: str) -> list[dict]:
+        if stem not in cache:
+            clip = assets_dir / "videos" / f"{stem}.mp4"
+            cache[stem] = detect_offline(assets_dir, [clip], tmp_path_factory.mktemp("offline"))
+            assert cache[stem], f"vidpipe detect found no frame in {clip}"
+        return cache[stem]
+
+    return get

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.integration.conftest import free_port, metric, scrape, scrape_soon, wait_for
+from tests.integration.conftest import (
+    detect_offline,
+    free_port,
+    metric,
+    scrape,
+    scrape_soon,
+    wait_for,
+)
 from tests.rtsp import RtspServer
 from vidpipe.postprocess.nms import box_iou
 
@@ -132,14 +138,9 @@ def offline_detections(assets_dir: Path, clip: Path, frames: int, tmp_path: Path
     head = tmp_path / "head.mp4"
     cut = ["-frames:v", str(frames), "-c", "copy"]
     subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(clip), *cut, str(head)], check=True)
-    out = subprocess.run(
-        [sys.executable, "-m", "vidpipe.cli", "detect", str(head)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    return [json.loads(line)["detections"] for line in out.splitlines() if line.strip()]
+    # at the suite's precision and the daemon's threshold, like the daemon under test
+    rows = detect_offline(assets_dir, [head], tmp_path, score_threshold=0.3)
+    return [r["detections"] for r in rows]
 
 
 def boxes(dets: list[dict[str, Any]], label: str) -> np.ndarray:

@@ -19,6 +19,7 @@ import yaml
 from tests.integration.conftest import free_port, scrape, wait_for
 from tests.integration.test_daemon_e2e import read_jsonl, sample
 from tests.integration.test_pipeline_faults import ACCOUNTING
+from tests.precision import with_precision
 from tests.rtsp import RtspServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -40,7 +41,7 @@ def seqs(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
 
 def write_config(path: Path, cfg: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(cfg))
+    tmp.write_text(yaml.safe_dump(with_precision(cfg)))
     os.replace(tmp, path)  # an editor's atomic save: the daemon never reads half a file
 
 

@@ -13,6 +13,7 @@ import yaml
 
 from tests.integration.conftest import free_port, scrape, wait_for
 from tests.integration.test_daemon_e2e import sample
+from tests.precision import with_precision
 from vidpipe.shard import owner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -54,17 +55,19 @@ def test_two_shards_split_the_cameras(assets_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(
-            {
-                "model": {
-                    "path": str(assets_dir / "models" / "yolox_nano.onnx"),
-                    "labels": str(assets_dir / "models" / "coco80.txt"),
-                },
-                "http": {"port": 1},  # overridden per process by --http-port
-                "cameras": [
-                    {"name": n, "url": clip, "loop": True, "realtime": True, "detect_fps": 2}
-                    for n in cameras
-                ],
-            }
+            with_precision(
+                {
+                    "model": {
+                        "path": str(assets_dir / "models" / "yolox_nano.onnx"),
+                        "labels": str(assets_dir / "models" / "coco80.txt"),
+                    },
+                    "http": {"port": 1},  # overridden per process by --http-port
+                    "cameras": [
+                        {"name": n, "url": clip, "loop": True, "realtime": True, "detect_fps": 2}
+                        for n in cameras
+                    ],
+                }
+            )
         )
     )
     ports = [free_port(), free_port()]

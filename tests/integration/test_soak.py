@@ -171,10 +171,21 @@ def run_soak(assets_dir: Path, tmp_path: Path, run_daemon, duration_s: float, ki
             if time.monotonic() - t_up + kill_s > duration_s + 1.0:
                 break
             server.kill()
-        # exit 1: the slow sink still had items queued at shutdown (counted, logged)
-        assert daemon.terminate(60) in (0, 1)
-        summary = re.search(r"jsonl:0: (\d+) written, (\d+) failed, (\d+) dropped", daemon.log())
-        assert summary and summary.group(2) == summary.group(3) == "0", daemon.log()[-2000:]
+        # Exit 1 ("some results were not written"), always, and for one reason only: the slow
+        # sink. Its reader takes about 2 lines a second while 8 cameras at 3 fps queue 24, so
+        # its queue (64) is full when SIGTERM comes, and 64 lines need far longer than the
+        # 10 s shutdown_timeout_s to drain. The fast sink loses nothing.
+        code = daemon.terminate(60)
+        log = daemon.log()
+        assert code == 1, (code, log[-2000:])
+        assert re.search(r"sink jsonl:1: \d+ item\(s\) left unwritten at shutdown", log), log[
+            -2000:
+        ]
+        assert not re.search(r"sink jsonl:0: \d+ item\(s\) left unwritten", log), log[-2000:]
+        for other_cause in ("inference did not drain", "Traceback"):
+            assert other_cause not in log, (other_cause, log[-2000:])
+        summary = re.search(r"jsonl:0: (\d+) written, (\d+) failed, (\d+) dropped", log)
+        assert summary and summary.group(2) == summary.group(3) == "0", log[-2000:]
     finally:
         server.stop()
         reader.kill()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import free_port, wait_for
+from tests.precision import with_precision
 from tests.rtsp import RtspServer
 from vidpipe.config import Config
 from vidpipe.daemon import Daemon
@@ -180,11 +181,13 @@ def test_hung_inference_pool_stops_watchdog_pings(assets_dir: Path, tmp_path: Pa
     listener = NotifyListener(tmp_path / "notify.sock")
     with RtspServer(assets_dir / "videos", loop=True) as server:
         cfg = Config.model_validate(
-            {
-                "model": model_section(assets_dir),
-                "http": {"port": 0},
-                "cameras": [{"name": "belt", "url": server.url("bottle-detection")}],
-            }
+            with_precision(
+                {
+                    "model": model_section(assets_dir),
+                    "http": {"port": 0},
+                    "cameras": [{"name": "belt", "url": server.url("bottle-detection")}],
+                }
+            )
         )
         daemon = Daemon(cfg)
         daemon.health.stall_after_s = 3.0  # the default (30 s and more) would make this slow

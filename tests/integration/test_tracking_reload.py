@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import free_port, metric, scrape, wait_for
+from tests.precision import with_precision
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -58,7 +59,7 @@ def test_sighup_adds_a_line_to_a_running_camera(
 
     edited = {**cfg, "cameras": [{**camera, "lines": [EXIT_LINE]}]}
     tmp = daemon.config_path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(edited))
+    tmp.write_text(yaml.safe_dump(with_precision(edited)))
     os.replace(tmp, daemon.config_path)
     daemon.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: "replaced on: walkway" in daemon.log(), 60, "the reload applied")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,13 +165,17 @@ def test_registry_paths_are_unique_and_digests_well_formed() -> None:
     paths = [asset.path for asset in REGISTRY]
     assert len(paths) == len(set(paths))
     for asset in REGISTRY:
-        assert len(asset.sha256) == 64
-        assert int(asset.sha256, 16) >= 0
+        # hashlib's hexdigest form: 64 lowercase hex digits, which is what sha256_of returns
+        assert re.fullmatch(r"[0-9a-f]{64}", asset.sha256), (asset.path, asset.sha256)
         assert asset.group in {"model", "videos", "images"}
 
 
 @pytest.mark.parametrize("asset", REGISTRY, ids=lambda asset: asset.path)
 def test_shared_file_matches_registry(assets_dir: Path, asset: Asset) -> None:
+    """The pinned digest is the file's: computed here with hashlib, not with the code under
+    test, and through ``sha256_of`` as the downloader does."""
+    data = (assets_dir / asset.path).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == asset.sha256, asset.path
     assert assets.sha256_of(assets_dir / asset.path) == asset.sha256
 
 

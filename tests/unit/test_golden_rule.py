@@ -1,4 +1,5 @@
-"""The golden matching rule (tests/golden.py) must reject what the rule rejects."""
+"""The golden matching rule and the precision-free rule (tests/golden.py) must reject what
+the rules reject."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from tests.golden import iou, load_expected, match_golden
+from tests.golden import agree, iou, load_expected, match_golden
 
 
 def det(class_id: int, score: float, box: list[float], label: str = "x") -> dict:
@@ -123,3 +124,47 @@ def test_load_expected_reads_jsonl(tmp_path):
     records = load_expected(path)
     assert list(records) == ["a.jpg", "b.jpg"]
     assert records["a.jpg"] == EXPECTED
+
+
+# ------------------------------------------------------------------ the precision-free rule
+
+# What f32 against bf16 looks like: a score that moves by 0.1, a box that moves a few pixels,
+# a detection near the 0.3 threshold that appears or vanishes. None of these may fail.
+AGREEING = {
+    "identical": None,
+    "score-down-to-0.25": _set(0, score=0.25),
+    "box-iou-0.5": _set(1, box=[300.0, 50.0, 400.0, 120.0 + 70.0]),  # twice as tall: IoU 0.5
+    "weak-0.31-car-gone": lambda d: d.pop(2),
+    "weak-0.39-extra": lambda d: d.append(det(5, 0.39, [0.0, 0.0, 10.0, 10.0])),
+}
+
+DISAGREEING = {
+    "sure-person-gone": (lambda d: d.pop(0), "missing person"),
+    "partner-below-0.25": (_set(0, score=0.24), "missing person"),
+    "partner-other-class": (_set(1, class_id=3, label="motorbike"), "missing car"),
+    "box-iou-below-0.5": (_set(1, box=[300.0, 50.0, 400.0, 120.0 + 71.0]), "missing car"),
+    "sure-extra-0.4": (
+        lambda d: d.append(det(7, 0.4, [0.0, 0.0, 50.0, 50.0], "boat")),
+        "extra boat",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", AGREEING.values(), ids=AGREEING.keys())
+def test_agree_accepts_precision_noise(change) -> None:
+    assert agree(EXPECTED, got_with(change)) == []
+    assert agree(got_with(change), EXPECTED) == []  # the rule is symmetric
+
+
+@pytest.mark.parametrize(("change", "what"), DISAGREEING.values(), ids=DISAGREEING.keys())
+def test_agree_rejects_real_differences(change, what: str) -> None:
+    problems = agree(EXPECTED, got_with(change))
+    assert problems and any(what in p for p in problems), problems
+
+
+def test_agree_got_sure_checks_every_reported_detection() -> None:
+    """``got_sure=0``: every detection of ``got`` needs a partner, e.g. a daemon's output
+    against an offline run at the same precision (its 0.31 extra has none here)."""
+    extra = got_with(lambda d: d.append(det(5, 0.31, [0.0, 0.0, 10.0, 10.0], "bus")))
+    assert agree(EXPECTED, extra) == []
+    assert any("extra bus" in p for p in agree(EXPECTED, extra, got_sure=0.0))

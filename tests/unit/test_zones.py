@@ -10,6 +10,7 @@ from vidpipe.sinks.record import event_record
 from vidpipe.track.geometry import (
     anchor_points,
     crosses_segment,
+    into_frame,
     points_in_polygon,
     signed_distance,
     to_pixels,
@@ -18,6 +19,7 @@ from vidpipe.track.zones import FrameInfo, LineWatch, Observations, ZoneWatch
 
 LABELS = Labels(("person", "bicycle", "car"))
 SQUARE = np.array([[100, 100], [200, 100], [200, 200], [100, 200]], np.float64)
+FRAME = (640, 480)  # width, height of the frame the synthetic zones are drawn in
 
 
 def frame(seq: int, fps: float = 10.0) -> FrameInfo:
@@ -55,6 +57,78 @@ def test_points_in_square(point: tuple[float, float], inside: bool) -> None:
     assert points_in_polygon([point], SQUARE).tolist() == [inside]
 
 
+# The demo's walkway camera: 768x432, its table zone drawn to the bottom edge (normalized
+# 0.4..0.75 x 0.7..1.0), and the picture tiled into four quadrants that share edges.
+W, H = 768, 432
+TABLE = to_pixels([(0.4, 0.7), (0.75, 0.7), (0.75, 1.0), (0.4, 1.0)], "normalized", W, H)
+QUADRANTS = {
+    "top_left": [(0, 0), (384, 0), (384, 216), (0, 216)],
+    "top_right": [(384, 0), (768, 0), (768, 216), (384, 216)],
+    "bottom_left": [(0, 216), (384, 216), (384, 432), (0, 432)],
+    "bottom_right": [(384, 216), (768, 216), (768, 432), (384, 432)],
+}
+# a triangle standing on the bottom edge: slanted edges reach the frame's edge
+TRIANGLE = [(200, 232), (300, 432), (100, 432)]
+
+
+@pytest.mark.parametrize(
+    ("polygon", "point", "inside"),
+    [
+        (TABLE, (400, 432), True),  # a box clipped at the bottom edge: inside (the defect)
+        (TABLE, (400, 431.9), True),
+        (TABLE, (400, 0.7 * H), True),  # the zone's top edge, inside the frame: half-open, in
+        (TABLE, (400, 302), False),  # just above it
+        (TABLE, (0.4 * W, 432), True),  # bottom-left corner of the zone, on the frame's edge
+        (TABLE, (0.75 * W, 432), False),  # its right edge is not the frame's: half-open, out
+        (TABLE, (0.75 * W - 0.01, 432), True),
+        (TABLE, (300, 432), False),  # left of the zone, on the frame's edge
+        (TABLE, (400, 500), True),  # below the frame (cannot happen for clipped boxes)
+        (TRIANGLE, (200, 432), True),
+        (TRIANGLE, (299, 432), True),
+        (TRIANGLE, (300, 432), False),  # the right corner: a right-hand edge
+        (TRIANGLE, (200, 233), True),
+        (TRIANGLE, (120, 300), False),  # outside the left slant
+        (QUADRANTS["bottom_right"], (768, 432), True),  # the frame's corner
+        (QUADRANTS["bottom_right"], (768, 300), True),  # the frame's right edge
+        (QUADRANTS["bottom_right"], (384, 432), True),  # shared edge on the frame's edge
+        (QUADRANTS["bottom_left"], (384, 432), False),  # ... belongs to one quadrant only
+        (QUADRANTS["bottom_left"], (0, 432), True),
+        (QUADRANTS["top_left"], (0, 0), True),
+        (QUADRANTS["top_right"], (768, 0), True),
+        (QUADRANTS["top_right"], (768, 216), False),  # shared with bottom_right
+        (QUADRANTS["bottom_right"], (768, 216), True),
+    ],
+)
+def test_zones_drawn_to_the_frame_edge_contain_points_on_it(
+    polygon: object, point: tuple[float, float], inside: bool
+) -> None:
+    assert points_in_polygon(into_frame([point], W, H), polygon).tolist() == [inside]
+
+
+def test_quadrants_tile_the_frame_edges_included() -> None:
+    """Every point of the frame, on its edges and on shared zone edges too, is in exactly one
+    of four tiles: the reason the edge rule stays half-open (a closed rule puts points of
+    shared edges into two zones)."""
+    xs = [0, 1, 383.5, 384, 384.5, 700, 767.999, 768]
+    ys = [0, 1, 215.5, 216, 216.5, 431, 431.999, 432]
+    points = into_frame([(x, y) for x in xs for y in ys], W, H)
+    hits = sum(points_in_polygon(points, q).astype(int) for q in QUADRANTS.values())
+    assert hits.tolist() == [1] * len(points)
+
+
+@pytest.mark.parametrize(
+    ("point", "want"),
+    [
+        ((0, 0), (0, 0)),
+        ((768, 432), (np.nextafter(768, 0), np.nextafter(432, 0))),
+        ((-5, 500), (0, np.nextafter(432, 0))),
+        ((383.25, 216.5), (383.25, 216.5)),
+    ],
+)
+def test_into_frame(point: tuple[float, float], want: tuple[float, float]) -> None:
+    assert into_frame([point], W, H).tolist() == [list(want)]
+
+
 def test_points_in_concave_polygon() -> None:
     # a "U": the notch between the arms is outside
     u_shape = [(0, 0), (30, 0), (30, 100), (70, 100), (70, 0), (100, 0), (100, 130), (0, 130)]
@@ -89,7 +163,7 @@ def test_anchor_points_and_normalized_coordinates() -> None:
 
 
 def zone(class_ids: frozenset[int] | None = None) -> ZoneWatch:
-    return ZoneWatch(LABELS, "square", SQUARE, class_ids, "bottom_center")
+    return ZoneWatch(LABELS, "square", SQUARE, class_ids, "bottom_center", frame_size=FRAME)
 
 
 def test_enter_then_leave_with_dwell_time() -> None:
@@ -109,6 +183,18 @@ def test_enter_then_leave_with_dwell_time() -> None:
     assert leave.dwell_s == pytest.approx(0.3)  # frames 2 -> 5 at 10 fps
     assert event_record(leave)["zone"] == "square" and event_record(leave)["dwell_s"] == 0.3
     assert z.counts() == {}
+
+
+def test_walking_in_from_the_bottom_edge_enters_once() -> None:
+    """The demo's defect: a person coming up from the bottom of the picture has a box clipped
+    at y = height until their feet are in view. A zone drawn to the bottom edge must count them
+    inside from the start, not let them leave and enter again when the clip ends."""
+    z = ZoneWatch(LABELS, "table", TABLE, None, "bottom_center", frame_size=(W, H))
+    feet = [432, 432, 432, 432, 431, 432, 428, 420, 400, 380, 360, 340, 310, 290, 270]
+    events = []
+    for seq, y in enumerate(feet):
+        events += z.update(frame(seq), obs((3, 0, (450, y))), ())
+    assert [(e.kind, e.seq) for e in events] == [("enter", 0), ("leave", 13)]
 
 
 def test_unobserved_frames_keep_membership_and_a_lost_track_leaves() -> None:
@@ -224,8 +310,12 @@ def test_line_class_filter_and_reset() -> None:
 
 def test_a_box_wobbling_across_the_edge_makes_no_events_with_min_frames() -> None:
     wobble = [(150, 150), (150, 150), (150, 150)] + [(195, 150), (205, 150)] * 6
-    steady = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=2)
-    jumpy = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=1)
+    steady = ZoneWatch(
+        LABELS, "square", SQUARE, None, "bottom_center", min_frames=2, frame_size=FRAME
+    )
+    jumpy = ZoneWatch(
+        LABELS, "square", SQUARE, None, "bottom_center", min_frames=1, frame_size=FRAME
+    )
     events: dict[str, list[str]] = {"steady": [], "jumpy": []}
     for seq, point in enumerate([*wobble, (260, 150), (270, 150)]):
         for name, z in (("steady", steady), ("jumpy", jumpy)):
@@ -235,7 +325,7 @@ def test_a_box_wobbling_across_the_edge_makes_no_events_with_min_frames() -> Non
 
 
 def test_min_frames_dwell_runs_from_the_first_frame_seen_inside() -> None:
-    z = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=3)
+    z = ZoneWatch(LABELS, "square", SQUARE, None, "bottom_center", min_frames=3, frame_size=FRAME)
     path = [(50, 150), (150, 150), (150, 150), (150, 150), (150, 150), (250, 150), (250, 150)]
     events = []
     for seq, point in enumerate([*path, (250, 150)]):

@@ -53,8 +53,14 @@ class MotionConfig(ConfigModel):
 class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
-    open_timeout_ms: int = Field(5000, gt=0, description="OpenCV open timeout")
-    read_timeout_ms: int = Field(5000, gt=0, description="OpenCV read timeout")
+    backend: Literal["pyav"] = Field("pyav", description="capture library (PyAV: libav)")
+    hwaccel: Literal["none", "auto", "cuda", "vaapi", "qsv"] = Field(
+        "none",
+        description="hardware decode device; auto tries cuda, vaapi, qsv; a device that does "
+        "not exist falls back to software (one log line)",
+    )
+    open_timeout_ms: int = Field(5000, gt=0, description="connect + stream probe timeout")
+    read_timeout_ms: int = Field(5000, gt=0, description="one packet read timeout")
     stall_timeout_s: float = Field(10.0, gt=0, description="no new frame for this long = stall")
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
@@ -63,7 +69,7 @@ class CaptureConfig(ConfigModel):
         500,
         ge=0,
         description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
-        "take 2.8 s each, and OpenCV opens one camera at a time); 0 keeps FFmpeg's default",
+        "take 2.8 s each); 0 keeps FFmpeg's default",
     )
     motion: MotionConfig = Field(
         default_factory=MotionConfig, description="motion gate of cameras that set none"

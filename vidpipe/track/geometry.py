@@ -48,7 +48,9 @@ def points_in_polygon(points: npt.ArrayLike, polygon: npt.ArrayLike) -> npt.NDAr
     """Even-odd rule: which of the ``(N, 2)`` points lie inside the ``(K, 2)`` polygon.
 
     A point exactly on the right or bottom edge counts as outside, one on the left or top edge
-    as inside (the usual half-open convention, so that tiled zones never share a point).
+    as inside (the usual half-open convention, so that tiled zones never share a point). Points
+    of boxes clipped to the frame go through :func:`into_frame` first, so that a zone drawn to
+    the frame's bottom or right edge contains them.
     """
     pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
     poly = np.asarray(polygon, dtype=np.float64).reshape(-1, 2)
@@ -61,6 +63,27 @@ def points_in_polygon(points: npt.ArrayLike, polygon: npt.ArrayLike) -> npt.NDAr
         x_cross = x0 + (py - y0) * (x1 - x0) / (y1 - y0)
     hits = straddles & (px < x_cross)
     return np.asarray(np.count_nonzero(hits, axis=1) % 2 == 1)
+
+
+def into_frame(points: npt.ArrayLike, width: int, height: int) -> FloatArray:
+    """``(N, 2)`` points moved into the frame's pixel area, the half-open ``[0, width) x
+    [0, height)``.
+
+    Boxes are clipped to the closed frame ``[0, width] x [0, height]``: a person walking in
+    from the bottom has ``y2 = height`` exactly, so their bottom-centre anchor lies on the bottom
+    edge of a zone drawn to the frame's edge, which :func:`points_in_polygon` counts as outside.
+    Moving such a point to the largest float below ``height`` puts it inside that zone and
+    changes no other answer: nothing can be drawn between it and the frame's edge.
+
+    This keeps the half-open rule, rather than counting every boundary point as inside,
+    because zones may tile the picture: with a closed rule, a point on the edge two adjacent
+    zones share would be inside both (counted twice, and entering one before leaving the
+    other). With this one, every point of the frame is in exactly one of the tiles, and the
+    frame's own edges, which no other zone can lie beyond, belong to the zones drawn to them.
+    """
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    last = np.nextafter(np.array([width, height], dtype=np.float64), 0.0)
+    return np.asarray(np.clip(pts, 0.0, last))
 
 
 def signed_distance(points: npt.ArrayLike, a: npt.ArrayLike, b: npt.ArrayLike) -> FloatArray:

@@ -182,7 +182,15 @@ class CameraScene:
                     height,
                 )
         self.zones = [
-            ZoneWatch(self._labels, name, polygon, ids, cfg.anchor, cfg.min_frames)
+            ZoneWatch(
+                self._labels,
+                name,
+                polygon,
+                ids,
+                cfg.anchor,
+                cfg.min_frames,
+                frame_size=(width, height),
+            )
             for (name, polygon), ids, cfg in zip(
                 scene.zones, self._zone_classes, cam.zones, strict=True
             )

@@ -21,6 +21,7 @@ from vidpipe.track.geometry import (
     FloatArray,
     anchor_points,
     crosses_segment,
+    into_frame,
     points_in_polygon,
     signed_distance,
 )
@@ -122,6 +123,9 @@ class ZoneWatch:
         class_ids: classes that count; None: every class.
         anchor: ``"bottom_center"`` or ``"center"`` of each box.
         min_frames: observations in a row that make an enter or a leave.
+        frame_size: ``(width, height)`` the polygon was resolved for; anchors are moved into
+            the frame (``geometry.into_frame``) so that a zone drawn to the frame's edge
+            contains boxes clipped to it.
     """
 
     def __init__(
@@ -132,9 +136,12 @@ class ZoneWatch:
         class_ids: frozenset[int] | None,
         anchor: str,
         min_frames: int = 1,
+        *,
+        frame_size: tuple[int, int],
     ) -> None:
         self.name = name
         self.polygon = polygon
+        self.frame_size = frame_size
         self.class_ids = class_ids
         self.anchor = anchor
         self.min_frames = min_frames
@@ -148,7 +155,7 @@ class ZoneWatch:
         keep = _eligible(obs, self.class_ids)
         if keep.any():
             pts = anchor_points(obs.xyxy[keep], self.anchor)
-            inside = points_in_polygon(pts, self.polygon)
+            inside = points_in_polygon(into_frame(pts, *self.frame_size), self.polygon)
             for tid, cid, pt, now_in in zip(
                 obs.tracker_id[keep].tolist(),
                 obs.class_id[keep].tolist(),
