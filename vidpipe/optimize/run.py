@@ -84,18 +84,10 @@ def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[s
     Raises:
         OptimizeError: the gate refused the model (nothing written), or a step cannot run.
     """
-    if options.output.suffix != ".xml":
-        raise OptimizeError(f"output {options.output}: an OpenVINO IR name ends in .xml")
     core = ov.Core()
-    model = core.read_model(str(cfg.model.path))
-    if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
-        raise OptimizeError(f"model {cfg.model.path} is quantized already: give the float one")
-    width, height = _input_size(model, cfg.model.path)
+    model, decode = _open_float_model(core, cfg, options)
+    width, height = decode[1].input_w, decode[1].input_h
     labels = load_labels(cfg.model.labels, 1000)
-    decode: tuple[Decoder, DecodeParams] = (
-        DECODERS[cfg.model.type],
-        DecodeParams(width, height, DECODE_THRESHOLD),
-    )
     iou = cfg.model.iou_threshold
     samples = frames.collect(_sources(cfg, options), options.frames, width, height, progress)
     sets = frames.split(samples, options.method == "accuracy-control")
@@ -133,20 +125,35 @@ def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[s
     progress(f"speed: each model for {options.speed_s:g} s on this machine")
     report["speed"] = _speeds(core, model, int8, float_name, options.speed_s)
     report["recommendation"] = _recommend(report, options)
-    passed = candidates["int8"][1].passes(options.gate)
-    report["written"] = passed or options.force
-    if not report["written"]:
-        ag = candidates["int8"][1]
-        raise OptimizeError(
-            f"INT8 model refused: agreement recall {ag.recall:.3f}, precision {ag.precision:.3f} "
-            f"on {ag.frames} frames is below the gate {options.gate:g}; nothing written "
-            "(--force writes it anyway)"
-        )
+    _gate(candidates["int8"][1], report, options)
     options.output.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(int8, str(options.output))
-    report_path = options.output.with_suffix(".json")
-    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    options.output.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def _open_float_model(
+    core: ov.Core, cfg: Config, options: Options
+) -> tuple[ov.Model, tuple[Decoder, DecodeParams]]:
+    """The configured float model and how to decode its outputs; refuses a quantized one."""
+    if options.output.suffix != ".xml":
+        raise OptimizeError(f"output {options.output}: an OpenVINO IR name ends in .xml")
+    model = core.read_model(str(cfg.model.path))
+    if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
+        raise OptimizeError(f"model {cfg.model.path} is quantized already: give the float one")
+    width, height = _input_size(model, cfg.model.path)
+    return model, (DECODERS[cfg.model.type], DecodeParams(width, height, DECODE_THRESHOLD))
+
+
+def _gate(int8: Agreement, report: dict[str, Any], options: Options) -> None:
+    """Raise the refusal unless INT8 passes the gate (or ``--force``)."""
+    report["written"] = int8.passes(options.gate) or options.force
+    if not report["written"]:
+        raise OptimizeError(
+            f"INT8 model refused: agreement recall {int8.recall:.3f}, precision "
+            f"{int8.precision:.3f} on {int8.frames} frames is below the gate {options.gate:g}; "
+            "nothing written (--force writes it anyway)"
+        )
 
 
 def _detector(
