@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.capture.worker import CaptureWorker, configure_ffmpeg_env
+from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
@@ -235,7 +235,6 @@ class Pipeline:
         self.scheduler = self._new_scheduler(plan)
         self.health.attach(self._progress)
         self.scheduler.start(self.hub)
-        configure_ffmpeg_env(cfg.capture.analyze_duration_ms)
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
 

@@ -1,4 +1,4 @@
-"""Command line: run / check / detect. Turns errors into exit codes.
+"""Command line: run / check / detect / optimize. Turns errors into exit codes.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad config / model / arguments.
 """
@@ -85,11 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
-    redactor = redact.StderrRedactor()  # FFmpeg writes to fd 2 directly
-    try:
-        return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
-    finally:
-        redactor.close()
+    # FFmpeg (PyAV) logs through Python logging, redacted: nothing writes to fd 2 directly.
+    return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
 
 
 # ---------------------------------------------------------------------------------- check
@@ -277,9 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_build_engine)
     from vidpipe.bench.cli import add_gpu_parser, add_parser  # light: the rest loads on use
+    from vidpipe.optimize.cli import add_parser as add_optimize  # nncf is imported on use
 
     add_parser(sub)
     add_gpu_parser(sub)
+    add_optimize(sub)
     return parser
 
 

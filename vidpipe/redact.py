@@ -8,20 +8,17 @@ Two layers:
 * Secrets registered with ``register_secret`` (every password taken from the config, also in
   its percent-encoded and decoded forms) are replaced wherever they appear, even outside a URL.
 
-``install_log_filter`` applies both to every log record; ``StderrRedactor`` applies them to
-whatever C libraries (FFmpeg) write to file descriptor 2.
+``install_log_filter`` applies both to every log record. FFmpeg's own messages arrive as log
+records too (``vidpipe.capture.ffmpeg_log``), already passed through ``redact_text``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
 import threading
 import traceback
 import urllib.parse
-from typing import TextIO
 
 MASK = "***"
 
@@ -89,35 +86,3 @@ def install_log_filter(logger: logging.Logger | None = None) -> None:
     for handler in target.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
-
-
-class StderrRedactor:
-    """Route file descriptor 2 through a pipe whose reader masks credentials.
-
-    FFmpeg (inside OpenCV) writes its messages straight to fd 2, bypassing Python logging.
-    """
-
-    def __init__(self, sink: TextIO | None = None) -> None:
-        self._saved_fd = os.dup(2)
-        self._out = sink or os.fdopen(os.dup(self._saved_fd), "w", buffering=1)
-        read_fd, write_fd = os.pipe()
-        os.dup2(write_fd, 2)
-        os.close(write_fd)
-        self._reader = os.fdopen(read_fd, "r", errors="replace")
-        self._thread = threading.Thread(target=self._pump, name="stderr-redactor", daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        for line in self._reader:
-            try:
-                self._out.write(redact_text(line))
-                self._out.flush()
-            except (OSError, ValueError):
-                return
-
-    def close(self) -> None:
-        """Restore the original fd 2 and let the reader finish what is buffered."""
-        sys.stderr.flush()
-        os.dup2(self._saved_fd, 2)
-        os.close(self._saved_fd)
-        self._thread.join(timeout=2.0)

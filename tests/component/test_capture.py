@@ -1,6 +1,6 @@
 """Capture workers with real threads, real clips, a real RTSP server and real metrics.
 
-Nothing is mocked: files are decoded by OpenCV, streams come from ``tests/rtsp_server.py``
+Nothing is mocked: files are decoded by libav (PyAV), streams come from ``tests/rtsp_server.py``
 (GStreamer), failures are real (SIGKILL, SIGSTOP, a closed port, broken files). Timeouts are
 small so that the whole file runs in well under a minute and a half.
 """
@@ -34,9 +34,10 @@ from vidpipe.capture import (
     Decimator,
     IllegalTransitionError,
     check_transition,
-    configure_ffmpeg_env,
 )
-from vidpipe.capture.source import FFMPEG_OPTIONS_ENV, source_for
+from vidpipe.capture.pyav_source import container_options
+from vidpipe.capture.source import source_for
+from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.types import CameraState
 
 # -- pure parts ------------------------------------------------------------------------------
@@ -89,17 +90,19 @@ def test_decimator_keeps_max_fps_of_media_time(fps: float, max_fps: float, kept:
 
 
 @pytest.mark.timeout(5)
-def test_ffmpeg_env_keeps_tcp_and_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(FFMPEG_OPTIONS_ENV, raising=False)
-    configure_ffmpeg_env()
-    configure_ffmpeg_env()
-    assert os.environ[FFMPEG_OPTIONS_ENV] == "rtsp_transport;tcp|analyzeduration;500000"
-    monkeypatch.setenv(FFMPEG_OPTIONS_ENV, "timeout;5000000|analyzeduration;2000000")
-    configure_ffmpeg_env()
-    assert (
-        os.environ[FFMPEG_OPTIONS_ENV]
-        == "rtsp_transport;tcp|timeout;5000000|analyzeduration;2000000"
-    )
+def test_ffmpeg_options_are_per_camera_and_leave_the_environment_alone() -> None:
+    cam = CameraConfig(name="door", url="rtsp://u:p@cam/x")
+    fast = CaptureConfig(open_timeout_ms=2000, read_timeout_ms=3000, analyze_duration_ms=250)
+    assert container_options(cam, fast) == {
+        "rtsp_transport": "tcp",
+        "timeout": "3000000",  # microseconds: the longer of the open and read timeouts
+        "analyzeduration": "250000",
+    }
+    assert "analyzeduration" not in container_options(
+        cam, CaptureConfig(analyze_duration_ms=0)
+    )  # 0 keeps FFmpeg's default
+    assert container_options(CameraConfig(name="f", url="/data/x.mp4"), fast) == {}
+    assert not any(k.startswith("OPENCV_FFMPEG") for k in os.environ)
 
 
 @pytest.mark.timeout(5)

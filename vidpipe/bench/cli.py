@@ -85,10 +85,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stage-frames", type=int, help="frames timed per stage for the stage costs")
     p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe resolves it)")
     p.add_argument(
+        "--model",
+        type=Path,
+        help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
+        "optimize (default: the assets' yolox_nano.onnx)",
+    )
+    p.add_argument(
         "--mode",
-        choices=("throughput", "density", "both"),
+        choices=("throughput", "density", "both", "capture"),
         help="throughput (unpaced files, the default), density (live RTSP cameras: the largest "
-        "N vidpipe keeps up with), or both",
+        "N vidpipe keeps up with), both, or capture (decode costs and RTSP time to streaming, "
+        "libav against OpenCV)",
     )
     p.add_argument("--density-clip", help="clip served over RTSP in density mode")
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
@@ -142,6 +149,11 @@ def cmd_bench_gpu(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark; 0 when every point ran, 1 when some failed, 2 on bad options."""
     from vidpipe.bench.harness import SUITES, run, with_overrides
+
+    if args.mode == "capture":
+        from vidpipe.bench.capture_cost import cmd_capture
+
+        return cmd_capture(args)
     from vidpipe.bench.report import plot_unavailable, write_outputs
 
     options = with_overrides(
@@ -158,6 +170,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         assets=args.assets,
         mode=args.mode,
         density_clip=args.density_clip,
+        model=args.model,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)

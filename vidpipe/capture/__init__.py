@@ -1,7 +1,9 @@
 """Capture stage: one worker per camera, with reconnects, backoff and a stall watchdog."""
 
+from vidpipe.capture import pyav_source  # registers capture.backend "pyav"
 from vidpipe.capture.backoff import Backoff, BackoffStep
-from vidpipe.capture.source import Decimator, configure_ffmpeg_env
+from vidpipe.capture.pacing import Decimator
+from vidpipe.capture.source import PacketTap, StreamParams, TapPacket
 from vidpipe.capture.worker import (
     ALLOWED_TRANSITIONS,
     CaptureWorker,
@@ -16,6 +18,9 @@ __all__ = [
     "CaptureWorker",
     "Decimator",
     "IllegalTransitionError",
+    "PacketTap",
+    "StreamParams",
+    "TapPacket",
     "check_transition",
-    "configure_ffmpeg_env",
+    "pyav_source",
 ]

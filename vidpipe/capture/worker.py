@@ -3,19 +3,18 @@
 Threads (all daemon threads, all named ``capture-<camera>...``):
 
 * a **supervisor** that owns the state machine, the frame-age watchdog and the backoff. It
-  never calls into OpenCV, so it never blocks in a read;
-* one **reader** per connection attempt (a "session") that opens the capture, reads frames,
-  and hands them to the camera's mailbox.
+  never calls into the decoder, so it never blocks in a read;
+* one **reader** per connection attempt (a "session") that opens the source (see
+  ``source.Source``), reads frames, feeds the packet tap, and hands frames to the camera's
+  mailbox. FFmpeg's log lines on this thread are attributed to the camera.
 
-A read can block far longer than the read timeout (a frozen RTSP server with a 3000 ms read
-timeout: ``read()`` returned False after 9 s on OpenCV 5.0, 3 s on 4.10; with the defaults,
-90 s), and while the stream is frozen it may still return a drained frame once per read
-timeout. So the supervisor watches the age of the last *timely* frame (one whose read did not
-run into the read timeout), not the reads. When no such frame arrives for ``stall_timeout_s``
+The supervisor watches the age of the last *timely* frame (one whose read did not run into
+the read timeout), not the reads: a read that timed out is retried, and a frozen stream may
+still hand out a drained frame. When no timely frame arrives for ``stall_timeout_s``
 (``open_timeout + stall_timeout_s`` while opening) the supervisor *abandons* the session
 instead of waiting: it sets the session's cancel event and starts a fresh reader after the
-backoff. The abandoned reader, when its call finally returns, sees it is stale, releases its
-capture and exits without emitting anything.
+backoff. The abandoned reader, when its call returns, sees it is stale, closes its source and
+exits without emitting anything.
 """
 
 from __future__ import annotations
@@ -33,15 +32,18 @@ from typing import Any
 import numpy as np
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
-from vidpipe.capture.probe import diagnose
+from vidpipe.capture.ffmpeg_log import attributed_to
+from vidpipe.capture.motion import MotionGate
+from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
-    Decimator,
-    Pacer,
+    PacketTap,
+    ReadTimeout,
+    Source,
+    SourceError,
     SourceInfo,
-    configure_ffmpeg_env,
-    describe,
-    open_capture,
+    make_source,
 )
+from vidpipe.capture.tap import TapFeed
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
@@ -54,7 +56,6 @@ __all__ = [
     "IllegalTransitionError",
     "Outcome",
     "check_transition",
-    "configure_ffmpeg_env",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class _Session:
         self.cancel = threading.Event()  # abandoned (stall) or the worker stops
         self.done = threading.Event()
         self.outcome: Outcome | None = None
-        self.cap: Any = None
+        self.source: Source | None = None
         self.info: SourceInfo | None = None
         self.opened = False
         self.frames = 0
@@ -163,6 +164,7 @@ class CaptureWorker:
         self._state_lock = threading.Lock()
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
+        self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
         self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
         self._seq = 0
         self._seq_lock = threading.Lock()
@@ -177,6 +179,8 @@ class CaptureWorker:
         self._last_frame_s: float | None = None
         self._frame_times: deque[float] = deque(maxlen=256)
         self._failure: BaseException | None = None
+        self._packet_tap: PacketTap | None = None
+        self._tap_errors = 0
 
     # -- public API --------------------------------------------------------------------------
 
@@ -197,7 +201,6 @@ class CaptureWorker:
         """Start the supervisor thread; returns at once."""
         if self._supervisor is not None:
             raise RuntimeError(f"capture worker {self.name!r} already started")
-        configure_ffmpeg_env(self._defaults.analyze_duration_ms)
         self._metrics.set_state(self._state)
         self._notify(self._state)
         thread = threading.Thread(target=self._run, name=f"capture-{self.name}", daemon=True)
@@ -232,6 +235,23 @@ class CaptureWorker:
             )
         return not alive
 
+    def set_packet_tap(self, tap: PacketTap | None) -> None:
+        """Send this camera's demuxed packets to ``tap`` (None: stop). Takes effect at once.
+
+        The tap sees ``on_stream`` before its first packet, and again at every reconnect or
+        file pass. Without a tap no packet is copied.
+        """
+        self._packet_tap = tap
+        session = self._session
+        if session is not None and session.source is not None:
+            session.source.packet_listener = self._tap_feed(tap, session.source)
+
+    def _tap_feed(self, tap: PacketTap | None, source: Source) -> TapFeed | None:
+        return None if tap is None else TapFeed(self.name, tap, source, self._tap_failed)
+
+    def _tap_failed(self) -> None:
+        self._tap_errors += 1
+
     def stats(self) -> dict[str, Any]:
         """A snapshot for status pages and logs (credentials redacted)."""
         now = self._clock()
@@ -251,6 +271,7 @@ class CaptureWorker:
             "backoff_attempt": self._backoff.attempt,
             "backoff_ceiling_s": None if step is None else step.ceiling_s,
             "threads": sum(t.is_alive() for t in list(self._threads)),
+            "tap_errors": self._tap_errors,
         }
 
     # -- supervisor --------------------------------------------------------------------------
@@ -364,44 +385,31 @@ class CaptureWorker:
     # -- reader ------------------------------------------------------------------------------
 
     def _read(self, session: _Session) -> None:
-        """Reader thread body: open, read until the session ends, always release."""
+        """Reader thread body: open, read until the session ends, always close."""
         try:
-            if self._open(session):
-                self._read_frames(session)
+            with attributed_to(self.name):
+                if self._open(session):
+                    self._read_frames(session)
         except Exception as exc:
             log.exception("camera %s: reader failed", self.name)
             session.finish("read_failed", redact_text(f"{type(exc).__name__}: {exc}"))
         finally:
-            if session.cap is not None:
-                session.cap.release()
+            if session.source is not None:
+                session.source.close()
             session.finish("stopped", "reader ended")
 
     def _open(self, session: _Session) -> bool:
-        """Open the capture into ``session.cap``; False (and the session finished) if not."""
-        timeout_s = self._defaults.open_timeout_ms / 1000.0
-        if self.camera.is_stream and self._backoff.attempt > 0:
-            # Reconnecting after a failure: ask the server first. OpenCV opens one capture at
-            # a time process-wide, so a dead camera would otherwise hold every other camera's
-            # (re)connect for up to the open timeout, at each of its attempts.
-            diag = diagnose(self.camera.url, timeout_s, describe=False)
-            if diag.reason != "open_failed":
-                session.finish(diag.reason, diag.detail)
-                return False
-        session.cap = open_capture(self.camera, self._defaults)
+        """Open a source into ``session.source``; False (and the session finished) if not."""
+        source = make_source(self.camera, self._defaults)
+        session.source = source
+        try:
+            info = source.open()
+        except SourceError as exc:
+            session.finish(exc.reason, exc.detail)
+            return False
         if session.cancel.is_set():
             return False  # abandoned while opening
-        if not session.cap.isOpened():
-            if self.camera.is_stream:
-                # OpenCV says only "not opened": find out why (refused, 401, 404, ...)
-                diag = diagnose(self.camera.url, timeout_s)
-                session.finish(diag.reason, diag.detail)
-            else:
-                session.finish("open_failed", "could not open the file")
-            return False
-        info = describe(session.cap)
-        if info.width <= 0:
-            session.finish("no_frames", "the source has no decodable video (width 0)")
-            return False
+        source.packet_listener = self._tap_feed(self._packet_tap, source)
         session.info = info
         session.epoch = next(_EPOCHS)
         session.opened = True
@@ -414,6 +422,8 @@ class CaptureWorker:
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
         self._decimator.reset()
+        if self._motion is not None:
+            self._motion.reset()
         pass_frames = 0
         if self._pacer is not None:
             self._pacer.reset()
@@ -421,10 +431,18 @@ class CaptureWorker:
             if not self._wait_for_consumer(session) or not self._pace(session):
                 return
             t_read = self._clock()
-            ok, image = session.cap.read()
+            source = session.source
+            assert source is not None  # _open succeeded
+            try:
+                image = source.read()
+            except ReadTimeout:
+                continue  # no packet yet: the watchdog decides when this is a stall
+            except SourceError as exc:
+                session.finish(exc.reason, exc.detail)
+                return
             if session.cancel.is_set():
                 return  # stale: the supervisor moved on while we were blocked
-            if not ok or image is None:
+            if image is None:
                 if not self._end_of_pass(session, pass_frames):
                     return
                 pass_frames = 0
@@ -465,8 +483,9 @@ class CaptureWorker:
         if not self.camera.loop:
             session.finish("eof", f"end of file after {session.frames} frame(s)")
             return False
-        session.cap.release()
-        session.cap = None
+        if session.source is not None:
+            session.source.close()
+        session.source = None
         return self._open(session)
 
     def _emit(self, session: _Session, image: np.ndarray, fresh: bool) -> bool:
@@ -492,9 +511,12 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
+        still_frames = 0 if self._motion is None else self._motion.admit(image, t_sched)
+        if still_frames is None:
+            return True  # the motion gate counted it as no_motion
         session.in_put = True
         try:
-            frame = Frame(self.name, seq, now, image, session.epoch)
+            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.

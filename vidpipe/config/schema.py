@@ -27,11 +27,40 @@ class SchedulerConfig(ConfigModel):
     )
 
 
+class MotionConfig(ConfigModel):
+    """The motion gate of a camera: frames in which nothing moved are not inferred."""
+
+    enabled: bool = Field(False, description="skip inference on frames with no motion")
+    threshold: int = Field(
+        25,
+        ge=1,
+        le=255,
+        description="grey-level change (0-255) for a pixel to count as moving, compared with "
+        "the last inferred frame on a blurred 160-pixel-wide copy",
+    )
+    min_area: float = Field(
+        0.002, gt=0, le=1, description="fraction of the picture that must move to infer a frame"
+    )
+    max_skip_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="infer at least this often even without motion, so objects standing still "
+        "stay known (media time for files)",
+    )
+
+
 class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
-    open_timeout_ms: int = Field(5000, gt=0, description="OpenCV open timeout")
-    read_timeout_ms: int = Field(5000, gt=0, description="OpenCV read timeout")
+    backend: Literal["pyav"] = Field("pyav", description="capture library (PyAV: libav)")
+    hwaccel: Literal["none", "auto", "cuda", "vaapi", "qsv"] = Field(
+        "none",
+        description="hardware decode device; auto tries cuda, vaapi, qsv; a device that does "
+        "not exist falls back to software (one log line)",
+    )
+    open_timeout_ms: int = Field(5000, gt=0, description="connect + stream probe timeout")
+    read_timeout_ms: int = Field(5000, gt=0, description="one packet read timeout")
     stall_timeout_s: float = Field(10.0, gt=0, description="no new frame for this long = stall")
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
@@ -40,7 +69,10 @@ class CaptureConfig(ConfigModel):
         500,
         ge=0,
         description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
-        "take 2.8 s each, and OpenCV opens one camera at a time); 0 keeps FFmpeg's default",
+        "take 2.8 s each); 0 keeps FFmpeg's default",
+    )
+    motion: MotionConfig = Field(
+        default_factory=MotionConfig, description="motion gate of cameras that set none"
     )
 
 
@@ -65,6 +97,9 @@ class CameraConfig(ConfigModel):
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    motion: MotionConfig | None = Field(
+        None, description="motion gate (replaces capture.motion as a whole); default: that"
+    )
     tracking: TrackingConfig = Field(
         default_factory=TrackingConfig, description="object tracking (track ids in results)"
     )

@@ -1,0 +1,300 @@
+"""``vidpipe bench --mode capture``: what capture costs, libav (PyAV) against OpenCV, same run.
+
+Two measurements:
+
+* **Decode + conversion**, CPU ms per frame, one decoder thread, for each clip: OpenCV's
+  ``VideoCapture.read`` (BGR) against vidpipe's PyAV source (BGR), and, for the letterbox
+  size the model takes, ``cv2.resize`` of the full BGR frame against libav's scaler producing
+  the small BGR frame directly. Variants alternate within each repeat (reversed on odd
+  repeats) so drift and other load on a shared machine hit all of them alike; ratios are
+  reported against OpenCV.
+* **Time to streaming**: N RTSP cameras (real GStreamer server on loopback, one mount each)
+  from start until every camera delivered a frame, then again from a server restart. The
+  baseline opens the same N streams with OpenCV's FFmpeg backend on N threads, as vidpipe
+  did before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+from av.video.reformatter import VideoReformatter
+
+from vidpipe.capture.pyav_source import PyAVSource
+from vidpipe.config import CameraConfig, CaptureConfig
+
+MODEL_SIZE = 416  # YOLOX-Nano's input; the letterbox keeps the aspect ratio inside it
+
+
+def letterbox_size(w: int, h: int, side: int = MODEL_SIZE) -> tuple[int, int]:
+    scale = min(side / w, side / h)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
+# -- decode + conversion ---------------------------------------------------------------------
+
+
+class _Looping:
+    """A looping frame source built from ``open_fn`` (a fresh iterator of frames per pass)."""
+
+    def __init__(self, open_fn: Callable[[], Any]) -> None:
+        self._open = open_fn
+        self._it = open_fn()
+
+    def next(self) -> Any:
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = self._open()
+            return next(self._it)
+
+
+def _opencv_frames(path: str) -> Any:
+    cap = cv2.VideoCapture(path, cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
+    while True:
+        ok, img = cap.read()
+        if not ok:
+            cap.release()
+            return
+        yield img
+
+
+def _pyav_source_frames(path: str) -> Any:
+    src = PyAVSource(CameraConfig(name="bench", url=path), CaptureConfig(decoder_threads=1))
+    src.open()
+    while (img := src.read()) is not None:
+        yield img
+    src.close()
+
+
+def _pyav_letterbox_frames(path: str, size: tuple[int, int]) -> Any:
+    """Frames converted and scaled to ``size`` by libav's scaler in one step (one thread)."""
+    reformatter = VideoReformatter()
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
+        for frame in container.decode(stream):
+            yield reformatter.reformat(
+                frame,
+                width=size[0],
+                height=size[1],
+                format="bgr24",
+                interpolation="BILINEAR",
+                threads=1,
+            ).to_ndarray()
+
+
+def decode_variants(path: str, size: tuple[int, int]) -> dict[str, Callable[[], np.ndarray]]:
+    """name -> a function returning the next frame, converted (and scaled to ``size``)."""
+    lw, lh = size
+    cv = _Looping(lambda: _opencv_frames(path))
+    cv_r = _Looping(lambda: _opencv_frames(path))
+    pa = _Looping(lambda: _pyav_source_frames(path))
+    pa_r = _Looping(lambda: _pyav_source_frames(path))
+    sws = _Looping(lambda: _pyav_letterbox_frames(path, size))
+    linear = cv2.INTER_LINEAR
+    return {
+        "opencv_bgr": cv.next,
+        "pyav_bgr": pa.next,
+        "opencv_bgr+cv2_resize": lambda: cv2.resize(cv_r.next(), (lw, lh), interpolation=linear),
+        "pyav_bgr+cv2_resize": lambda: cv2.resize(pa_r.next(), (lw, lh), interpolation=linear),
+        "pyav_sws_letterbox": sws.next,
+    }
+
+
+def _cpu_ms(fn: Callable[[], Any], n: int) -> float:
+    t0 = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t0) * 1000.0 / n
+
+
+def decode_costs(path: str, frames: int, repeats: int) -> dict[str, Any]:
+    """CPU ms per frame of every variant on ``path``, median over ``repeats`` alternated runs."""
+    with av.open(path) as c:
+        w, h = c.streams.video[0].width, c.streams.video[0].height
+    size = letterbox_size(w, h)
+    variants = decode_variants(path, size)
+    for fn in variants.values():
+        for _ in range(5):  # open and first keyframe: not steady state
+            fn()
+    runs: dict[str, list[float]] = {k: [] for k in variants}
+    order = list(variants)
+    for r in range(repeats):
+        for name in order if r % 2 == 0 else order[::-1]:
+            runs[name].append(_cpu_ms(variants[name], frames))
+    ms = {k: statistics.median(v) for k, v in runs.items()}
+    return {
+        "clip": path,
+        "size": [w, h],
+        "letterbox": list(size),
+        "frames": frames,
+        "repeats": repeats,
+        "cpu_ms_per_frame": ms,
+        "runs": runs,
+        "ratio_pyav_to_opencv": ms["pyav_bgr"] / ms["opencv_bgr"],
+        # each repeat ran both back to back: the median of those ratios is the least noisy
+        "ratio_pyav_to_opencv_paired": statistics.median(
+            a / b for a, b in zip(runs["pyav_bgr"], runs["opencv_bgr"], strict=True)
+        ),
+        "ratio_sws_to_pyav_cv2_resize": ms["pyav_sws_letterbox"] / ms["pyav_bgr+cv2_resize"],
+    }
+
+
+# -- time to streaming -----------------------------------------------------------------------
+
+
+def _opencv_first_frames(urls: list[str], timeout_s: float) -> float | None:
+    """Seconds until N OpenCV captures (one thread each) have each read a frame."""
+    os.environ.setdefault(
+        "OPENCV_FFMPEG_CAPTURE_OPTIONS", "rtsp_transport;tcp|analyzeduration;500000"
+    )
+    done = threading.Barrier(len(urls) + 1, timeout=timeout_s)
+    caps: list[Any] = []
+
+    def one(url: str) -> None:
+        cap = cv2.VideoCapture(url, cv2.CAP_FFMPEG)
+        caps.append(cap)
+        cap.read()
+        done.wait()
+
+    t0 = time.monotonic()
+    for u in urls:
+        threading.Thread(target=one, args=(u,), daemon=True).start()
+    try:
+        done.wait()
+    except threading.BrokenBarrierError:
+        return None
+    took = time.monotonic() - t0
+    for cap in caps:
+        cap.release()
+    return took
+
+
+def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict[str, Any]:
+    """vidpipe's workers against OpenCV: start-up and recovery after a server restart."""
+    from vidpipe.bench.density import load_rtsp_module
+    from vidpipe.handoff import FrameHub
+    from vidpipe.metrics import Metrics
+    from vidpipe.types import CameraState
+
+    rtsp = load_rtsp_module()
+    if reason := rtsp.gst_rtsp_available():
+        return {"error": reason}
+    with tempfile.TemporaryDirectory(prefix="vidpipe-capture-") as tmp:
+        served = Path(tmp)
+        for i in range(cameras):
+            (served / f"cam{i}.mp4").symlink_to(clip.resolve())
+        with rtsp.RtspServer(served, loop=True) as server:
+            urls = [server.url(f"cam{i}") for i in range(cameras)]
+            opencv_s = _opencv_first_frames(urls, timeout_s)
+            server.restart()  # every client of the baseline gone
+            from vidpipe.capture import CaptureWorker
+
+            metrics, hub = Metrics(), FrameHub()
+            first: dict[str, float] = {}
+            lock = threading.Lock()
+
+            def on_state(name: str, state: CameraState) -> None:
+                if state is CameraState.STREAMING:
+                    with lock:
+                        first.setdefault(name, time.monotonic())
+
+            cfg = CaptureConfig(backoff_initial_s=0.2, backoff_max_s=1.0)
+            workers = []
+            for i, url in enumerate(urls):
+                cam = CameraConfig(name=f"cam{i}", url=url)
+                box = hub.add(cam.name, "newest", lambda _f: None)
+                workers.append(
+                    CaptureWorker(cam, cfg, box, metrics.camera(cam.name), on_state=on_state)
+                )
+            t0 = time.monotonic()
+            for w in workers:
+                w.start()
+            start_s = _wait_all(first, cameras, t0, timeout_s, lock)
+            first.clear()
+            t1 = time.monotonic()
+            server.restart()
+            restart_s = _wait_all(first, cameras, t1, timeout_s, lock)
+            for w in workers:
+                w.stop()
+            for w in workers:
+                w.join(10)
+    return {
+        "cameras": cameras,
+        "clip": str(clip),
+        "opencv_first_frames_s": opencv_s,
+        "vidpipe_start_s": start_s,
+        "vidpipe_after_restart_s": restart_s,
+    }
+
+
+def _wait_all(
+    first: dict[str, float], n: int, t0: float, timeout_s: float, lock: threading.Lock
+) -> float | None:
+    """Seconds from ``t0`` until ``n`` cameras reported STREAMING (None: timed out)."""
+    while time.monotonic() - t0 < timeout_s:
+        with lock:
+            if len(first) >= n:
+                return max(first.values()) - t0
+        time.sleep(0.01)
+    return None
+
+
+# -- entry -----------------------------------------------------------------------------------
+
+
+def run_capture_bench(
+    clips: list[Path],
+    frames: int,
+    repeats: int,
+    cameras: int,
+    rtsp_clip: Path,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {"decode": [], "startup": None}
+    for clip in clips:
+        result = decode_costs(str(clip), frames, repeats)
+        doc["decode"].append(result)
+        ms = result["cpu_ms_per_frame"]
+        say(f"{clip.name}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
+    doc["startup"] = time_to_streaming(cameras, rtsp_clip)
+    say(f"time to streaming: {json.dumps(doc['startup'])}")
+    return doc
+
+
+def cmd_capture(args: Any) -> int:
+    """``vidpipe bench --mode capture``: print the figures, write them as JSON."""
+    from datetime import datetime
+
+    from vidpipe.assets import default_assets_dir
+    from vidpipe.bench.common import cache_dir, resolve_clip
+
+    assets = args.assets or default_assets_dir()
+    names = list(args.clips or ("car-detection.mp4", "car-detection-1080p.mp4"))
+    clips = [resolve_clip(n, assets / "videos", cache_dir()) for n in names]
+    rtsp_clip = resolve_clip(
+        args.density_clip or "one-by-one-person-detection.mp4", assets / "videos", cache_dir()
+    )
+    cameras = max(args.cameras or (8,))
+    doc = run_capture_bench(
+        clips, args.stage_frames or 300, args.repeats or 5, cameras, rtsp_clip, print
+    )
+    path = args.json or (args.out or Path(".")) / (
+        f"bench-capture-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=1))
+    print(f"json: {path}")
+    return 0

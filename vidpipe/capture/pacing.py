@@ -1,0 +1,67 @@
+"""Frame pacing for files (``realtime``) and decimation to ``detect_fps``."""
+
+from __future__ import annotations
+
+
+class Pacer:
+    """Plays a file at its own frame rate, as a live camera would deliver it.
+
+    Frame ``k`` of a pass is due ``k / fps`` seconds after the pass started. A reader that fell
+    more than ``max_lag_s`` behind (a slow disk, a suspended process) starts a new schedule
+    instead of bursting to catch up.
+    """
+
+    def __init__(self, max_lag_s: float = 1.0) -> None:
+        self._max_lag_s = max_lag_s
+        self._t0: float | None = None
+        self._k = 0
+
+    def reset(self) -> None:
+        self._t0 = None
+
+    def delay_s(self, now_s: float, fps: float | None) -> float:
+        """How long to wait before reading the next frame (0 when it is already due)."""
+        if not fps or fps <= 0:
+            return 0.0
+        if self._t0 is None or now_s - (self._t0 + self._k / fps) > self._max_lag_s:
+            self._t0, self._k = now_s, 0
+        due = self._t0 + self._k / fps
+        self._k += 1
+        return max(0.0, due - now_s)
+
+
+class Decimator:
+    """Picks the frames that go to detection when ``detect_fps`` is set.
+
+    Frames are kept on a fixed grid of ``1 / max_fps`` seconds, so a 12.5 fps source with
+    ``max_fps`` 5 keeps exactly 2 of every 5 frames. Time is media time (frame index / nominal
+    fps) when the caller knows the fps, so an unpaced file decimates like the live camera it
+    stands for; otherwise wall-clock time.
+
+    Args:
+        max_fps: at most this many frames per second pass; None passes every frame.
+    """
+
+    _EPS_S = 1e-6  # float slack: 0.4 must count as reached when the grid says 0.4
+
+    def __init__(self, max_fps: float | None) -> None:
+        self._period_s = 1.0 / max_fps if max_fps else 0.0
+        self._next_s: float | None = None
+
+    def reset(self) -> None:
+        """Start a new schedule (a new connection may use a different time base)."""
+        self._next_s = None
+
+    def due(self, t_s: float) -> bool:
+        """Whether the frame at time ``t_s`` passes."""
+        if self._period_s <= 0:
+            return True
+        nxt = self._next_s
+        if nxt is None or t_s < nxt - self._period_s - self._EPS_S:
+            self._next_s = t_s + self._period_s  # first frame, or time went backwards
+            return True
+        if t_s < nxt - self._EPS_S:
+            return False
+        # Stay on the grid (no drift to a lower rate); re-anchor only after a gap.
+        self._next_s = nxt + self._period_s if t_s < nxt + self._period_s else t_s + self._period_s
+        return True

@@ -1,0 +1,312 @@
+"""The default capture source: libav through PyAV, for files and RTSP.
+
+Every FFmpeg option is per container (per camera): RTSP over TCP, the socket timeout, how long
+the stream is probed. PyAV releases the GIL in ``avformat_open_input``,
+``avformat_find_stream_info``, ``av_read_frame`` and the decoder calls, so cameras open and
+decode concurrently (``vidpipe bench capture`` measures eight RTSP cameras coming up).
+
+Failures arrive as exceptions with FFmpeg's error code; for RTSP the server's status is one
+of them (401 -> ``HTTPUnauthorizedError``, 404 -> ``HTTPNotFoundError``). ``classify`` turns
+them into the worker's reasons. PyAV's exception text contains the URL, credentials
+included, so it is never used: details are built from the code and the redacted FFmpeg line.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import threading
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import av
+import av.error
+import numpy as np
+from av.bitstream import BitStreamFilterContext
+from av.codec.hwaccel import HWAccel
+from av.video.reformatter import VideoReformatter
+
+from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
+from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
+from vidpipe.capture.ffmpeg_log import opening
+from vidpipe.capture.source import (
+    PacketListener,
+    ReadTimeout,
+    SourceError,
+    SourceInfo,
+    StreamParams,
+    TapPacket,
+    register_source,
+    source_for,
+)
+from vidpipe.config import CameraConfig, CaptureConfig
+
+log = logging.getLogger(__name__)
+
+_MAX_PLAUSIBLE_FPS = 1000.0  # above this a reported rate is a time base, not a frame rate
+_AUTO_DEVICES = ("cuda", "vaapi", "qsv")
+_ANNEXB_FILTERS = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
+
+
+def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str, str]:
+    """FFmpeg demuxer options for ``camera`` (strings, as FFmpeg takes them)."""
+    opts: dict[str, str] = {}
+    if camera.is_stream:
+        # TCP: no lost RTP packets on loaded hosts, and one port through firewalls. The socket
+        # timeout (microseconds) bounds the stream probe too, which PyAV's timeout does not.
+        io_timeout_ms = max(defaults.open_timeout_ms, defaults.read_timeout_ms)
+        opts["rtsp_transport"] = "tcp"
+        opts["timeout"] = str(io_timeout_ms * 1000)
+        if defaults.analyze_duration_ms > 0:
+            opts["analyzeduration"] = str(defaults.analyze_duration_ms * 1000)
+    return opts
+
+
+# -- hardware decode -------------------------------------------------------------------------
+
+_hw_lock = threading.Lock()
+_hw_devices: dict[str, bool] = {}  # device type -> a device of that type could be created
+_hw_choice: dict[str, str | None] = {}  # capture.hwaccel setting -> device type used (or None)
+
+
+def _device_exists(kind: str) -> bool:
+    """Whether an FFmpeg ``kind`` device can be created here (tried once per process)."""
+    if kind not in _hw_devices:
+        try:
+            HWAccel(kind).create(av.Codec("h264", "r"))
+            _hw_devices[kind] = True
+        except Exception:  # no driver, no device node, or not built into this FFmpeg
+            _hw_devices[kind] = False
+    return _hw_devices[kind]
+
+
+def hwaccel_for(setting: str) -> HWAccel | None:
+    """The ``HWAccel`` for ``capture.hwaccel``, or None for software decoding.
+
+    The choice is made once per process; when no device fits, one log line says so. With a
+    device, a stream its decoder cannot handle still decodes in software
+    (``allow_software_fallback``).
+    """
+    if setting == "none":
+        return None
+    with _hw_lock:
+        if setting not in _hw_choice:
+            kinds = _AUTO_DEVICES if setting == "auto" else (setting,)
+            found = next((k for k in kinds if _device_exists(k)), None)
+            _hw_choice[setting] = found
+            if found is None:
+                log.warning(
+                    "capture.hwaccel %s: no %s device here; decoding in software",
+                    setting,
+                    " or ".join(kinds),
+                )
+            else:
+                log.info("capture.hwaccel %s: decoding on %s", setting, found)
+        kind = _hw_choice[setting]
+    return None if kind is None else HWAccel(kind, allow_software_fallback=True)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+_BY_CLASS: tuple[tuple[type[BaseException], str, str], ...] = (
+    (av.error.HTTPForbiddenError, "unauthorized", "RTSP 403 Forbidden"),
+    (av.error.HTTPNotFoundError, "not_found", "no stream at this path (RTSP 404 Not Found)"),
+    (av.error.HTTPClientError, "rtsp_error", "RTSP 4xx"),
+    (av.error.HTTPServerError, "rtsp_error", "RTSP 5xx"),
+    (ConnectionRefusedError, "connection_refused", "the server refused the connection"),
+    (TimeoutError, "unreachable", "connect timed out"),
+    (av.error.ExitError, "unreachable", "no answer within the open timeout"),
+)
+_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN, errno.ENETDOWN}
+
+
+def classify(
+    exc: BaseException, is_stream: bool, ffmpeg_said: str = "", *, has_user: bool = False
+) -> SourceError:
+    """The worker's reason for a failed open of a stream or a file. Never raises.
+
+    ``ffmpeg_said`` is FFmpeg's last error line on the opening thread (redacted): a name
+    that does not resolve has no code of its own (``EIO``), only that line.
+    """
+    code = getattr(exc, "errno", None)
+    said = f": {ffmpeg_said}" if ffmpeg_said else ""
+    if not is_stream:
+        what = getattr(exc, "strerror", None) or type(exc).__name__
+        return SourceError("open_failed", f"could not open the file ({what})")
+    if isinstance(exc, av.error.HTTPUnauthorizedError):
+        creds = "wrong credentials" if has_user else "no credentials given"
+        return SourceError("unauthorized", f"{creds} (RTSP 401 Unauthorized)")
+    for cls, reason, detail in _BY_CLASS:
+        if isinstance(exc, cls):
+            return SourceError(reason, detail + said)
+    if code in _UNREACHABLE:
+        return SourceError("unreachable", f"{getattr(exc, 'strerror', '')}{said}".strip())
+    if "resolve hostname" in ffmpeg_said:
+        return SourceError("host_not_found", ffmpeg_said)
+    if "RTSP" in ffmpeg_said or "method " in ffmpeg_said:
+        return SourceError("rtsp_error", ffmpeg_said)
+    what = getattr(exc, "strerror", None) or type(exc).__name__
+    return SourceError("open_failed", f"{what}{said}")
+
+
+# -- the source ------------------------------------------------------------------------------
+
+
+class PyAVSource:
+    """One camera connection (or one pass over a file) through PyAV. See ``Source``."""
+
+    def __init__(self, camera: CameraConfig, defaults: CaptureConfig) -> None:
+        self.camera = camera
+        self.defaults = defaults
+        self.packet_listener: PacketListener | None = None
+        self.decode_errors = 0
+        self._container: Any = None
+        self._stream: Any = None
+        self._packets: Iterator[Any] | None = None
+        self._pending: deque[Any] = deque()
+        self._info = SourceInfo(0, 0, None)
+        self._eof = False
+        self._bsf: Any = None
+        self._reformatter = VideoReformatter()
+
+    @property
+    def info(self) -> SourceInfo:
+        return self._info
+
+    def open(self) -> SourceInfo:
+        install_ffmpeg_log()
+        timeouts = (self.defaults.open_timeout_ms / 1000.0, self.defaults.read_timeout_ms / 1000.0)
+        try:
+            with opening():
+                self._container = av.open(
+                    source_for(self.camera.url),
+                    options=container_options(self.camera, self.defaults),
+                    timeout=timeouts,
+                    hwaccel=hwaccel_for(self.defaults.hwaccel),
+                )
+        except (av.error.FFmpegError, OSError) as exc:
+            said = ffmpeg_last_error()
+            has_user = urllib.parse.urlsplit(self.camera.url).username is not None
+            raise classify(exc, self.camera.is_stream, said, has_user=has_user) from None
+        video = self._container.streams.video
+        if not video:
+            self.close()
+            raise SourceError("no_frames", "the source has no video stream")
+        self._stream = video[0]
+        ctx = self._stream.codec_context
+        if self.defaults.decoder_threads > 0:
+            ctx.thread_count = self.defaults.decoder_threads
+        ctx.thread_type = "AUTO"  # frame and slice threads, as FFmpeg's own tools use
+        if not ctx.width:
+            self.close()
+            raise SourceError("no_frames", "the source has no decodable video (width 0)")
+        self._info = SourceInfo(ctx.width, ctx.height, _fps(self._stream), _params(self._stream))
+        extradata = bytes(ctx.extradata or b"")
+        if ctx.name in _ANNEXB_FILTERS and extradata[:1] == b"\x01":  # avcC / hvcC form
+            self._bsf = BitStreamFilterContext(_ANNEXB_FILTERS[ctx.name], self._stream)
+        return self._info
+
+    def read(self) -> np.ndarray | None:
+        while not self._pending:
+            if self._eof:
+                return None
+            self._decode_next()
+        frame = self._pending.popleft()
+        # One scaler per source, one thread: ``to_ndarray(format=...)`` would set up a new
+        # scaler context for every frame and scale on every core, which cost 0.3 ms a frame
+        # at 768x432 (``vidpipe bench --mode capture``). The array is a view of the
+        # converted frame: no copy after the conversion.
+        bgr = self._reformatter.reformat(frame, format="bgr24", threads=1)
+        image = bgr.to_ndarray()
+        return image if image.flags.c_contiguous else np.ascontiguousarray(image)
+
+    def _decode_next(self) -> None:
+        """Demux one packet, tap it, decode it into ``_pending`` (sets ``_eof`` at the end)."""
+        if self._packets is None:
+            self._packets = self._container.demux(self._stream)
+        try:
+            packet = next(self._packets, None)
+        except (av.error.ExitError, TimeoutError):
+            self._packets = None  # the container stays usable; demux again on the next read
+            raise ReadTimeout(f"no packet within {self.defaults.read_timeout_ms} ms") from None
+        except (av.error.FFmpegError, OSError) as exc:
+            self._packets = None
+            if not self.camera.is_stream:
+                self._eof = True  # damaged file: what decoded so far is what there is
+                return
+            said = ffmpeg_last_error() or getattr(exc, "strerror", "") or type(exc).__name__
+            raise SourceError("read_failed", f"demux failed: {said}") from None
+        if packet is None:
+            self._eof = True
+            return
+        try:
+            self._pending.extend(self._stream.codec_context.decode(packet))
+        except av.error.FFmpegError:
+            self.decode_errors += 1  # a corrupt packet: FFmpeg conceals what it can
+        listener = self.packet_listener
+        if listener is not None and packet.size:
+            self._tap(listener, packet)
+
+    def _tap(self, listener: PacketListener, packet: Any) -> None:
+        """Hand ``packet`` to the listener in Annex-B form (after decoding: the filter eats it).
+
+        MP4 files carry H.264/HEVC length-prefixed, with the parameter sets out of band; a
+        muxer given such packets without those headers writes an unplayable file. The
+        ``*_mp4toannexb`` filter puts them in band before every keyframe, as RTSP cameras
+        send them, so every tapped stream is remuxable from any keyframe on.
+        """
+        if self._bsf is None:
+            return listener(_tap_packet(packet))
+        time_base = packet.time_base  # the filter takes the packet over, time base and all
+        for out in self._bsf.filter(packet):
+            out.time_base = time_base
+            listener(_tap_packet(out))
+        return None
+
+    def close(self) -> None:
+        container, self._container = self._container, None
+        self._packets = None
+        self._pending.clear()
+        if container is not None:
+            container.close()
+
+
+def _fps(stream: Any) -> float | None:
+    rate = stream.average_rate or stream.guessed_rate
+    fps = float(rate) if rate else math.nan
+    return fps if math.isfinite(fps) and 0 < fps <= _MAX_PLAUSIBLE_FPS else None
+
+
+def _params(stream: Any) -> StreamParams:
+    ctx = stream.codec_context
+    rate = stream.average_rate or stream.guessed_rate
+    extradata = bytes(ctx.extradata or b"")
+    return StreamParams(
+        codec=ctx.name,
+        extradata=b"" if extradata[:1] == b"\x01" else extradata,  # tapped as Annex-B
+        width=ctx.width,
+        height=ctx.height,
+        pix_fmt=ctx.pix_fmt,
+        time_base=Fraction(stream.time_base),
+        rate=Fraction(rate) if rate else None,
+    )
+
+
+def _tap_packet(packet: Any) -> TapPacket:
+    return TapPacket(
+        data=bytes(packet),
+        pts=packet.pts,
+        dts=packet.dts,
+        duration=packet.duration or 0,
+        time_base=Fraction(packet.time_base),
+        keyframe=bool(packet.is_keyframe),
+        t_capture=time.monotonic(),
+    )
+
+
+register_source("pyav", PyAVSource)
