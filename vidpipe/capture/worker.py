@@ -33,6 +33,7 @@ import numpy as np
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
+from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
     PacketTap,
@@ -163,6 +164,7 @@ class CaptureWorker:
         self._state_lock = threading.Lock()
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
+        self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
         self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
         self._seq = 0
         self._seq_lock = threading.Lock()
@@ -420,6 +422,8 @@ class CaptureWorker:
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
         self._decimator.reset()
+        if self._motion is not None:
+            self._motion.reset()
         pass_frames = 0
         if self._pacer is not None:
             self._pacer.reset()
@@ -507,9 +511,12 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
+        still_frames = 0 if self._motion is None else self._motion.admit(image, t_sched)
+        if still_frames is None:
+            return True  # the motion gate counted it as no_motion
         session.in_put = True
         try:
-            frame = Frame(self.name, seq, now, image, session.epoch)
+            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.

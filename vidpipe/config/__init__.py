@@ -37,6 +37,7 @@ from vidpipe.config.schema import (
     HttpConfig,
     LiveViewConfig,
     LoggingConfig,
+    MotionConfig,
     SchedulerConfig,
 )
 from vidpipe.config.sinks import (
@@ -76,6 +77,7 @@ __all__ = [
     "LiveViewConfig",
     "LoggingConfig",
     "ModelConfig",
+    "MotionConfig",
     "MqttSinkConfig",
     "MqttTlsConfig",
     "OpenVINOConfig",

@@ -28,6 +28,29 @@ class SchedulerConfig(ConfigModel):
     )
 
 
+class MotionConfig(ConfigModel):
+    """The motion gate of a camera: frames in which nothing moved are not inferred."""
+
+    enabled: bool = Field(False, description="skip inference on frames with no motion")
+    threshold: int = Field(
+        25,
+        ge=1,
+        le=255,
+        description="grey-level change (0-255) for a pixel to count as moving, compared with "
+        "the last inferred frame on a blurred 160-pixel-wide copy",
+    )
+    min_area: float = Field(
+        0.002, gt=0, le=1, description="fraction of the picture that must move to infer a frame"
+    )
+    max_skip_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="infer at least this often even without motion, so objects standing still "
+        "stay known (media time for files)",
+    )
+
+
 class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
@@ -48,6 +71,9 @@ class CaptureConfig(ConfigModel):
         ge=0,
         description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
         "take 2.8 s each); 0 keeps FFmpeg's default",
+    )
+    motion: MotionConfig = Field(
+        default_factory=MotionConfig, description="motion gate of cameras that set none"
     )
 
 
@@ -72,6 +98,9 @@ class CameraConfig(ConfigModel):
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    motion: MotionConfig | None = Field(
+        None, description="motion gate (replaces capture.motion as a whole); default: that"
+    )
     tracking: TrackingConfig = Field(
         default_factory=TrackingConfig, description="object tracking (track ids in results)"
     )
