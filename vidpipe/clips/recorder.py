@@ -279,7 +279,7 @@ class ClipRecorder:
             wall_offset=wall_offset,
             # where in the file each trigger is: the file starts at the keyframe before t_from
             triggers=[
-                {**hit, "offset_s": round(t - segment.t_start, 3)}
+                {**hit, "offset_s": round(segment.media_offset(t), 3)}
                 for hit, t in zip(clip.triggers, clip.trigger_times, strict=True)
             ],
             triggers_total=clip.triggers_total,

@@ -12,6 +12,7 @@ same clock, so a trigger at a frame's ``t_capture`` finds its packets here.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +45,33 @@ class Segment:
     @property
     def t_end(self) -> float:
         return self.packets[-1].t_capture if self.packets else 0.0
+
+    def media_offset(self, t: float) -> float:
+        """Seconds into the clip (its timestamps) of the last packet demuxed at or before
+        ``t``: where a frame captured at ``t`` is in the file.
+
+        Demux times jitter with the reader thread's scheduling; the stream's own timestamps do
+        not, so positions in the file are taken from them.
+        """
+        if not self.packets:
+            return 0.0
+        i = bisect.bisect_right([p.t_capture for p in self.packets], t) - 1
+        return self._seconds(self.packets[max(i, 0)])
+
+    @property
+    def duration(self) -> float:
+        """Seconds from the first packet's timestamp to the end of the last one."""
+        if not self.packets:
+            return 0.0
+        last = self.packets[-1]
+        return self._seconds(last) + float(last.duration * last.time_base)
+
+    def _seconds(self, packet: TapPacket) -> float:
+        first = self.packets[0]
+        ts, t0 = packet.pts, first.pts
+        if ts is None or t0 is None:  # no timestamps: fall back on demux times
+            return packet.t_capture - first.t_capture
+        return float((ts - t0) * packet.time_base)
 
 
 class PacketRing:
