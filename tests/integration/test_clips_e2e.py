@@ -188,7 +188,9 @@ def test_zone_enter_gives_a_clip_that_starts_on_a_keyframe_and_holds_the_event(
         # the file starts at the keyframe (one a second) at or before trigger - pre_s; the
         # offset is in the file's timestamps, the window in arrival times (0.3 s of jitter)
         assert PRE_S - 0.3 <= trig["offset_s"] <= min(duration, PRE_S + 1.3), side
-        assert abs(side["duration_s"] - duration) < 0.15, side
+        # the sidecar's duration from the packets' timestamps: ffprobe's within a few frames
+        # (how the muxer ends the last frame)
+        assert abs(side["duration_s"] - duration) < 0.35, side
         assert side["start"] <= event["ts"] <= side["end"]
         frames = decodes_cleanly(mp4)
         assert frames == side["packets"]
