@@ -318,7 +318,7 @@ class Pipeline:
             self.metrics.forget_camera(name)
 
     def _camera_state(self, name: str, state: CameraState) -> None:
-        """A capture worker changed state (its supervisor thread): tell the sinks that listen."""
+        """A capture worker changed state (on a capture thread): tell the sinks that listen."""
         for listener in self._listeners:
             listener.camera_state(name, state)
 

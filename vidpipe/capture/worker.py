@@ -135,7 +135,8 @@ class CaptureWorker:
             ``newest`` for streams).
         metrics: the camera's metric children.
         on_state: called as ``on_state(camera_name, state)`` on every state change, on the
-            supervisor thread; it must not block.
+            supervisor thread (STREAMING: on the reader, before the first frame is handed on);
+            it must not block.
         clock: monotonic clock for frame timestamps and the watchdog.
     """
 
@@ -325,8 +326,6 @@ class CaptureWorker:
         stall_s = self._defaults.stall_timeout_s
         open_s = self._defaults.open_timeout_ms / 1000.0
         while not self._stop.wait(self._POLL_S):
-            if session.frames and self._state is CameraState.CONNECTING:
-                self._streaming(session)
             if session.done.is_set():
                 return session.outcome
             idle_s = session.idle_s(self._clock())
@@ -342,7 +341,14 @@ class CaptureWorker:
         return None
 
     def _streaming(self, session: _Session) -> None:
-        self._set_state(CameraState.STREAMING)
+        """CONNECTING -> STREAMING, on the reader thread before its first frame is handed on,
+        so that no consumer (MQTT's state topic, the status page) sees results from a camera
+        still reported as connecting. A session the supervisor has already abandoned (it may
+        be in BACKOFF by now) changes nothing."""
+        if session.cancel.is_set():
+            return
+        if not self._set_state(CameraState.STREAMING, only_from=CameraState.CONNECTING):
+            return
         self._backoff.reset()
         info = session.info
         size = f"{info.width}x{info.height}" if info else "?"
@@ -361,15 +367,18 @@ class CaptureWorker:
         )
         return not self._stop.wait(step.delay_s)
 
-    def _set_state(self, new: CameraState) -> None:
+    def _set_state(self, new: CameraState, only_from: CameraState | None = None) -> bool:
+        """Change the state (checked); with ``only_from``, only from that state. True if it
+        changed."""
         with self._state_lock:
             old = self._state
-            if old is new:
-                return
+            if old is new or (only_from is not None and old is not only_from):
+                return False
             check_transition(old, new)
             self._state = new
         self._metrics.set_state(new)
         self._notify(new)
+        return True
 
     def _notify(self, state: CameraState) -> None:
         if self._on_state is None:
@@ -501,6 +510,8 @@ class CaptureWorker:
         if session.seq0 is None:
             session.seq0 = seq
         session.frames += 1
+        if session.frames == 1:
+            self._streaming(session)
         if fresh:
             session.last_progress_s = now
             self._last_frame_s = now
