@@ -26,6 +26,7 @@ import numpy as np
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.cuda_rt import CudaError
 from vidpipe.infer.gpu_base import ModelIO, TensorIO
+from vidpipe.types import DeviceImage
 
 FRAME_SHAPE = (8, 8, 3)
 OUT_SHAPE = (4,)
@@ -146,6 +147,7 @@ class FakeContext:
         self.ex, self.stream = ex, stream
         self.d_input, self.d_output = d_input, d_outputs[0]
         self.batches: list[int] = []
+        self.letterboxed: list[list[int]] = []
         self.closed = False
 
     def enqueue(self, batch: int) -> None:
@@ -167,6 +169,25 @@ class FakeContext:
 
         self.ex.runtime.launch(self.stream, kernel)
 
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """The "GPU letterbox": on the stream, each picture's first 3 bytes become its row's
+        pixel (0, 0) and the rest of the row is 114 (a tag survives only through this)."""
+        if self.ex.fail_letterbox:
+            raise BackendError("injected letterbox failure")
+        self.letterboxed.append([row for row, _ in rows])
+        frame = int(np.prod(FRAME_SHAPE))
+
+        def kernel() -> None:
+            for row, image in rows:
+                if image.ready is not None:
+                    image.ready.wait(10.0)  # the fake decoder's "event"
+                dst = (ctypes.c_uint8 * frame).from_address(self.d_input + row * frame)
+                x = np.frombuffer(dst, np.uint8).reshape(FRAME_SHAPE)
+                x[...] = 114
+                x[0, 0] = np.asarray(image.nv12).reshape(-1)[:3]
+
+        self.ex.runtime.launch(self.stream, kernel)
+
     def close(self) -> None:
         self.closed = True
 
@@ -181,6 +202,7 @@ class FakeExecutor:
         self.description = {"backend": "fake-gpu", "precision": "f32", "model": "echo"}
         self.contexts: list[FakeContext] = []
         self.fail_next_enqueue = False
+        self.fail_letterbox = False
         self.closed = False
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> FakeContext:
@@ -190,6 +212,13 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+def device_frame(a: int, b: int, c: int = 0, gpu: int = 0) -> DeviceImage:
+    """A fake GPU picture (16x12 NV12 in host memory) whose first bytes carry ``(a, b, c)``."""
+    nv12 = np.zeros((18, 16), np.uint8)
+    nv12[0, :3] = (a, b, c)
+    return DeviceImage(nv12, gpu, 16, 12, lambda: np.zeros((12, 16, 3), np.uint8))
 
 
 def tagged_frame(a: int, b: int, c: int = 0) -> np.ndarray:

@@ -40,7 +40,7 @@ from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.buffers import BufferPool, InputBuffer
-from vidpipe.types import Completion, Frame, FrameResult, Letterbox
+from vidpipe.types import Completion, DeviceImage, Frame, FrameResult, Letterbox
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,9 @@ class Scheduler:
         with self._order_lock:
             self._order.setdefault(frame.camera, deque()).append(frame.seq)
         try:
-            self.backend.submit(buf.tensor, buf.index, _Ticket(frame, lb, buf, now), self._on_done)
+            # a device frame goes as it is: the GPU backend letterboxes it into its batch
+            tensor = frame.image if isinstance(frame.image, DeviceImage) else buf.tensor
+            self.backend.submit(tensor, buf.index, _Ticket(frame, lb, buf, now), self._on_done)
         except BaseException:
             # Refused before it was queued (e.g. a closed backend): no completion will come.
             with self._order_lock:

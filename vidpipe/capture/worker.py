@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.pacing import Decimator, Pacer
@@ -47,7 +45,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, Frame
+from vidpipe.types import CameraState, Frame, Image
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -484,7 +482,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, image: np.ndarray, fresh: bool) -> bool:
+    def _emit(self, session: _Session, image: Image, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vidpipe.types import DeviceImage
+
 
 @dataclass(frozen=True, slots=True)
 class TensorIO:
@@ -79,6 +81,12 @@ class ExecContext(Protocol):
 
     def enqueue(self, batch: int) -> None:
         """Queue inference of the first ``batch`` frames of the bound input on the stream."""
+        ...
+
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """Queue, on the stream, the letterbox of each GPU picture into its row of the bound
+        input (NV12 to BGR, resize, pad 114: ``vidpipe.preprocess.gpu``). Raises
+        BackendError if the executor cannot read GPU pictures."""
         ...
 
     def close(self) -> None: ...

@@ -71,12 +71,17 @@ class Slot:
 
 @dataclass(eq=False)
 class Batch:
-    """Frames gathered into one I/O set: (tag, on_done, submit time) per frame, in order."""
+    """Frames gathered into one I/O set: (tag, on_done, submit time) per frame, in order.
+
+    ``device_rows`` are the rows whose frame is still on the GPU (an NVDEC picture): their
+    host input row is unused; the dispatch letterboxes the picture into the device input.
+    """
 
     io: IoSet
     owner: DeviceStreamSet
     t_open: float
     entries: list[tuple[Any, OnDone, float]] = field(default_factory=list)
+    device_rows: list[tuple[int, Any]] = field(default_factory=list)
 
 
 class DeviceStreamSet:
@@ -171,13 +176,16 @@ class DeviceStreamSet:
                 return
             try:
                 rt.activate()
-                rt.copy_h2d(
-                    slot.d_input,
-                    io.host_in.ptr,
-                    n * self.executor.io.input.frame_elems,
-                    slot.stream,
-                )
                 assert slot.ctx is not None
+                if len(batch.device_rows) < n:  # some frames came letterboxed from the host
+                    rt.copy_h2d(
+                        slot.d_input,
+                        io.host_in.ptr,
+                        n * self.executor.io.input.frame_elems,
+                        slot.stream,
+                    )
+                if batch.device_rows:  # after the copy on the stream: it overwrites those rows
+                    slot.ctx.letterbox(batch.device_rows)
                 slot.ctx.enqueue(n)
                 for out, d_out, h_out in zip(
                     self.executor.io.outputs, slot.d_outputs, io.host_out, strict=True
@@ -273,6 +281,7 @@ class DeviceStreamSet:
     def _release(self, batch: Batch) -> None:
         n = len(batch.entries)
         batch.entries = []
+        batch.device_rows = []  # the pictures were read by the batch's kernels: let them go
         with self._lock:
             self._free.append(batch.io)
             self.pending -= n

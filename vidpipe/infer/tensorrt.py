@@ -166,6 +166,9 @@ class TensorRTContext:
         if not self._ctx.execute_async_v3(self._stream):
             raise BackendError("TensorRT execute_async_v3 failed (see the tensorrt log lines)")
 
+    def letterbox(self, rows: list[tuple[int, Any]]) -> None:
+        raise BackendError("TensorRT cannot read GPU frames (decoder nvdec): use type torch")
+
     def close(self) -> None:
         self._ctx = None
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
+from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
+from vidpipe.types import DeviceImage
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,35 @@ class TorchContext:
                 return
             with torch.inference_mode():
                 self._run(batch)
+
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """Letterbox GPU pictures into their rows of this slot's input, on the slot's stream.
+
+        Pictures of one size are converted together (one pass of kernels per size, not per
+        frame). The stream first waits for each picture's ``ready`` event (it was copied on
+        the decoding thread's stream), and each picture is marked as used on this stream, so
+        that PyTorch's allocator does not hand its memory out again before the kernels ran.
+        """
+        torch = self._ex.torch
+        by_size: dict[tuple[int, int], list[tuple[int, DeviceImage]]] = {}
+        for row, image in rows:
+            by_size.setdefault((image.height, image.width), []).append((row, image))
+        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
+            for group in by_size.values():
+                for _, image in group:
+                    if image.ready is not None:
+                        self.stream.wait_event(image.ready)
+                    image.nv12.record_stream(self.stream)
+                idx = [row for row, _ in group]
+                nv12 = torch.stack([image.nv12 for _, image in group])
+                if idx == list(range(idx[0], idx[0] + len(idx))):  # contiguous rows: a view
+                    nv12_letterbox_batch_into(torch, nv12, self._input[idx[0] : idx[0] + len(idx)])
+                    continue
+                out = torch.empty(
+                    (len(idx), *self._input.shape[1:]), dtype=torch.uint8, device=self._ex.device
+                )
+                nv12_letterbox_batch_into(torch, nv12, out)
+                self._input.index_copy_(0, torch.tensor(idx, device=self._ex.device), out)
 
     def close(self) -> None:
         self._graphs = {}
