@@ -39,7 +39,8 @@ import sys
 needed = [
     "torch", "cuda.bindings", "onnx", "onnx2torch", "pydantic", "paho.mqtt.client",
     "norfair", "PyNvVideoCodec", "vidpipe.cli", "vidpipe.infer.torch_executor",
-    "vidpipe.capture.nvdec", "vidpipe.preprocess.gpu", "vidpipe.postprocess.gpu",
+    "vidpipe.capture.nvdec", "vidpipe.capture.nvdec_source", "vidpipe.preprocess.gpu",
+    "vidpipe.postprocess.gpu",
 ]
 failed = []
 for name in needed:

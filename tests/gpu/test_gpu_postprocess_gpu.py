@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.golden import load_expected, match_golden
-from tests.integration.test_cli import MARGINS
+from tests.gpu.margins import F32_MARGINS
 from vidpipe.postprocess import gpu as gpu_post
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox, num_anchors
 from vidpipe.postprocess.pipeline import postprocess
@@ -185,6 +185,6 @@ def test_real_frames_match_cpu_postprocess_gpu(executor, assets_dir: Path) -> No
                 for b, s, c in zip(got[i].xyxy, got[i].score, got[i].class_id, strict=True)
             ],
         }
-        problems += match_golden(expected[name], record, 0.30, **MARGINS["f32"])
+        problems += match_golden(expected[name], record, 0.30, **F32_MARGINS)
     assert not problems, "\n".join(problems)
     assert sum(len(d) for d in got) > len(names)

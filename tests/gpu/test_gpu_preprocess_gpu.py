@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.golden import match_golden
-from tests.integration.test_cli import MARGINS
+from tests.gpu.margins import F32_MARGINS
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.gpu import YoloxGpuPostprocess
 from vidpipe.postprocess.pipeline import postprocess
@@ -96,7 +96,7 @@ def test_gpu_path_matches_cpu_path_on_nv12_images_gpu(model_path: Path, assets_d
             }
             for d in (ref, got[i])
         ]
-        problems.append(match_golden(records[0], records[1], 0.30, **MARGINS["f32"]))
+        problems.append(match_golden(records[0], records[1], 0.30, **F32_MARGINS))
     ex.close()
     print("\n".join(p for image in problems for p in image))
     # The two pictures differ by at most 2 levels (p99: 1; test above). Measured on the H200:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.golden import match_golden
-from tests.integration.test_cli import MARGINS
+from tests.gpu.margins import F32_MARGINS
 from vidpipe.capture.nvdec import NvdecError, NvdecReader
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.gpu import YoloxGpuPostprocess
@@ -182,7 +182,7 @@ def test_golden_nvdec_gpu_path_against_cpu_path_gpu(clip: Path, model_path: Path
             }
             for d in (cpu, got[i])
         ]
-        problems += match_golden(rec[0], rec[1], 0.30, **MARGINS["f32"])
+        problems += match_golden(rec[0], rec[1], 0.30, **F32_MARGINS)
     ex.close()
     print("CPU-path detections", seen, "GPU-path", sum(len(d) for d in got))
     assert not problems, "\n".join(problems)

@@ -16,7 +16,7 @@ import yaml
 
 from tests.golden import load_expected, match_golden
 from tests.gpu.conftest import DEVICES
-from tests.integration.test_cli import MARGINS
+from tests.gpu.margins import F32_MARGINS
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
 from vidpipe.infer.streamset import StreamSetBackend
@@ -65,7 +65,7 @@ def test_detect_matches_golden_torch_gpu(assets_dir: Path, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [g["source"] for g in got] == names
-    problems = [p for g in got for p in match_golden(expected[g["source"]], g, **MARGINS["f32"])]
+    problems = [p for g in got for p in match_golden(expected[g["source"]], g, **F32_MARGINS)]
     assert not problems, "\n".join(problems)
 
 
