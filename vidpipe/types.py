@@ -208,20 +208,51 @@ class Detections:
 class Completion:
     """What an inference backend hands back for one submitted batch.
 
-    Exactly one of ``outputs`` and ``error`` is set. Outputs are copies owned by the receiver
-    (the backend's request slot may already be reused).
+    Exactly one of ``outputs``, ``detections`` and ``error`` is set. Outputs are copies owned
+    by the receiver (the backend's request slot may already be reused).
 
     Attributes:
-        tag: whatever the submitter passed with the batch (opaque to the backend).
+        tag: whatever the submitter passed with the batch (opaque to the backend, except a
+            ``SubmitTag``'s ``postprocess``).
         outputs: one array per model output, batch dimension first.
         error: the failure, if inference failed.
         infer_s: wall time from submit to completion, seconds.
+        detections: the final detections, when the backend postprocessed on the device as the
+            tag's ``PostprocessRequest`` asked (then ``outputs`` is None).
     """
 
     tag: Any
     outputs: tuple[np.ndarray, ...] | None
     error: BaseException | None = None
     infer_s: float = 0.0
+    detections: Detections | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PostprocessRequest:
+    """What a backend that can postprocess on the device needs of one frame.
+
+    Attributes:
+        decoder: the model's output decoder (``model.type``: ``yolox``...).
+        letterbox: how the frame was placed into the input.
+        score_threshold: the camera's threshold.
+        class_ids: the camera's classes (None: all).
+        iou_threshold: NMS IoU threshold.
+    """
+
+    decoder: str
+    letterbox: Letterbox
+    score_threshold: float
+    class_ids: frozenset[int] | None
+    iou_threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitTag:
+    """A submission's tag that lets the backend postprocess on the device (None: it must
+    hand back the raw outputs)."""
+
+    postprocess: PostprocessRequest | None
 
 
 @dataclass(frozen=True, slots=True)

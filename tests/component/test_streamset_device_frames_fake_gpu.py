@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -24,9 +25,16 @@ from tests.fake_gpu import device_frame, tagged_frame
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
-from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.postprocess.decode import DECODERS, DecodeParams
 from vidpipe.scheduler import CameraRules, Scheduler
-from vidpipe.types import DeviceImage, Frame, FrameResult
+from vidpipe.types import (
+    DeviceImage,
+    Frame,
+    FrameResult,
+    Letterbox,
+    PostprocessRequest,
+    SubmitTag,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -175,3 +183,105 @@ def test_scheduler_sends_device_frames_as_they_are_and_keeps_them_for_sinks_fake
     finally:
         stop.set()
         engine.close(5.0)
+
+
+# ------------------------------------------------------------------ postprocessing on the device
+
+
+def _yolox_scheduler(
+    backend: object, sink: Callable[[FrameResult], None], classes: frozenset[int] | None = None
+) -> Scheduler:
+    """A Scheduler whose model type is yolox: the fake model's (4,) outputs would break the
+    host's YOLOX decoder, so a result proves the device postprocessing ran."""
+    return Scheduler(
+        backend,  # type: ignore[arg-type]
+        DECODERS["yolox"],
+        [str(i) for i in range(16)],
+        Metrics(),
+        sink,
+        default_rules=CameraRules(DecodeParams(8, 8, 0.3), classes),
+        iou_threshold=0.6,
+        max_frame_age_s=60.0,
+    )
+
+
+def test_device_postprocessing_returns_only_detections_to_each_frame_fake_gpu() -> None:
+    backend, rts, exs = make_backend(devices=1, streams=2, max_batch=4, timeout_ms=3)
+    results: list[FrameResult] = []
+    lock = threading.Lock()
+
+    def sink(r: FrameResult) -> None:
+        with lock:
+            results.append(r)
+
+    engine = _yolox_scheduler(backend, sink, frozenset({1, 2}))
+    hub, stop = FrameHub(), threading.Event()
+    boxes = [hub.add(f"cam{i}", "block", lambda f: None) for i in range(3)]
+    engine.start(hub)
+    try:
+        for seq in range(20):
+            for i, box in enumerate(boxes):
+                if i == 2:  # an NVDEC camera of another size
+                    image: np.ndarray | DeviceImage = device_frame(i, seq)
+                else:
+                    image = np.full((8 + 4 * i, 8, 3), (i, seq, 0), np.uint8)
+                box.put(Frame(f"cam{i}", seq, time.monotonic(), image), stop)
+        deadline = time.monotonic() + 20
+        while len(results) < 60 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(results) == 60
+        for r in results:
+            got = (int(r.detections.class_id[0]), int(r.detections.score[0] * 256))
+            assert got == (int(r.camera[3:]), r.seq)
+            assert r.detections.xyxy[0].tolist() == [0, 0, r.width, r.height]
+        batches = sum(len(ctx.batches) for ctx in exs[0].contexts)
+        # one copy up per batch with a host frame, and not one copy down
+        assert rts[0].copies <= batches and rts[0].device_copies == batches
+        posts = exs[0].postprocessors
+        assert sum(sum(p.batches) for p in posts) == 60
+        assert len(posts) <= 2 and all(len(p.thread) == 1 for p in posts), "one per slot thread"
+    finally:
+        stop.set()
+        engine.close(5.0)
+
+
+def test_device_postprocessing_copies_nothing_down_but_detections_fake_gpu() -> None:
+    backend, rts, _exs = make_backend(devices=1, streams=1, max_batch=4, timeout_ms=10_000)
+    done = Collector()
+    try:
+        lb = Letterbox(1.0, 8, 8)
+        request = PostprocessRequest("yolox", lb, 0.3, None, 0.45)
+        for i in range(4):
+            assert backend.wait_slot(10.0)
+            backend.submit(device_frame(5, i), 0, SubmitTag(request), done)
+        got = done.wait(4)
+        assert all(c.outputs is None and c.detections is not None for c in got)
+        assert sorted(int(c.detections.score[0] * 256) for c in got) == [0, 1, 2, 3]  # type: ignore[union-attr]
+        assert (rts[0].copies, rts[0].device_copies) == (0, 1), "no copy up, no copy down"
+        # a tag without a request (or another decoder) gets raw outputs, as before
+        submit(backend, (1, 7), done)
+        backend.flush()
+        raw = done.wait(5)[4]
+        assert raw.outputs is not None and raw.detections is None and _tag(raw) == (1, 7)
+    finally:
+        backend.close()
+
+
+def test_a_device_postprocessing_failure_fails_only_that_batch_fake_gpu() -> None:
+    backend, _, exs = make_backend(devices=1, streams=1, max_batch=2, timeout_ms=10_000)
+    done = Collector()
+    request = PostprocessRequest("yolox", Letterbox(1.0, 8, 8), 0.3, None, 0.45)
+    try:
+        exs[0].fail_postprocess = True
+        for i in range(2):
+            assert backend.wait_slot(10.0)
+            backend.submit(device_frame(5, i), 0, SubmitTag(request), done)
+        assert all(isinstance(c.error, BackendError) for c in done.wait(2))
+        exs[0].fail_postprocess = False
+        for i in range(2):
+            assert backend.wait_slot(10.0)
+            backend.submit(device_frame(6, i), 0, SubmitTag(request), done)
+        ok = done.wait(4)[2:]
+        assert all(c.error is None and c.detections is not None for c in ok)
+    finally:
+        backend.close()

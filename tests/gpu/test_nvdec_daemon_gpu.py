@@ -264,3 +264,71 @@ def test_device_and_host_frames_route_to_their_own_results_under_concurrency_gpu
         assert worst < 1e-2, worst
     finally:
         backend.close()
+
+
+def test_device_postprocessing_in_the_stream_set_equals_the_host_path_gpu(
+    model_path: Path, assets_dir: Path
+) -> None:
+    """The same letterboxed images through the stream set twice: postprocessed on the GPU
+    (a ``SubmitTag`` with a request: only detections come back) and as raw outputs
+    postprocessed on the host; the golden rule between them, with and without a class filter."""
+    import cv2
+
+    from vidpipe.infer.gpu import build_gpu_backend
+    from vidpipe.postprocess.decode import DecodeParams, decode_yolox
+    from vidpipe.postprocess.pipeline import postprocess
+    from vidpipe.types import PostprocessRequest, SubmitTag
+
+    backend = build_gpu_backend(
+        model_path, GpuConfig(type="torch", streams=2, max_batch=8, batch_timeout_ms=2)
+    )
+    got: list[Completion] = []
+    lock = threading.Lock()
+
+    def collect(c: Completion) -> None:
+        with lock:
+            got.append(c)
+
+    problems: list[str] = []
+    compared = 0
+    try:
+        for classes in (None, frozenset({0, 2})):
+            for p in sorted((assets_dir / "images").glob("*.jpg")):
+                x, lb = letterbox(cv2.imread(str(p)), 416, 416)
+                got.clear()
+                request = PostprocessRequest("yolox", lb, 0.30, classes, 0.45)
+                for tag in (SubmitTag(request), "raw"):
+                    assert backend.wait_slot(30)
+                    backend.submit(x[None], 0, tag, collect)
+                assert backend.drain(60) and len(got) == 2
+                dev = next(c for c in got if c.tag != "raw")
+                raw = next(c for c in got if c.tag == "raw")
+                assert dev.outputs is None and dev.detections is not None, dev.error
+                assert raw.outputs is not None and raw.detections is None
+                host = postprocess(
+                    [raw.outputs[0][0]],
+                    lb,
+                    decode_yolox,
+                    DecodeParams(416, 416, 0.30),
+                    0.45,
+                    classes,
+                )
+                recs = [
+                    {
+                        "source": p.name,
+                        "detections": [
+                            {"class_id": int(c), "score": float(s), "box": [float(v) for v in b]}
+                            for b, s, c in zip(d.xyxy, d.score, d.class_id, strict=True)
+                        ],
+                    }
+                    for d in (host, dev.detections)
+                ]
+                compared += len(host)
+                problems += match_golden(recs[0], recs[1], 0.30, **F32_MARGINS)
+                if classes is not None:
+                    assert set(dev.detections.class_id.tolist()) <= classes
+    finally:
+        backend.close()
+    print("host-path detections compared:", compared)
+    assert compared > 0
+    assert not problems, "\n".join(problems)

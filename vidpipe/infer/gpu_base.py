@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vidpipe.types import DeviceImage
+from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,7 @@ class GpuRuntime(Protocol):
     def event_wait(self, event: int) -> None: ...
     def copy_h2d(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
     def copy_d2h(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
+    def copy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
 
 
 class ExecContext(Protocol):
@@ -92,12 +93,29 @@ class ExecContext(Protocol):
     def close(self) -> None: ...
 
 
+class DevicePostprocess(Protocol):
+    """Postprocessing of a batch's outputs where they are, on the device."""
+
+    def __call__(
+        self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
+    ) -> list[Detections]:
+        """Final detections of the first ``batch`` frames of ``d_outputs`` (device pointers,
+        complete when called), one list entry per frame. Only these come back to the host."""
+        ...
+
+
 class BatchExecutor(Protocol):
     """A model that runs batches of 1..max_batch frames on a CUDA stream of one device."""
 
     io: ModelIO
     max_batch: int
     description: dict[str, str]
+
+    def device_postprocess(self, decoder: str) -> DevicePostprocess | None:
+        """A new postprocessor for ``decoder`` (a model type) on this device, or None if the
+        executor has none (the stream set then copies the raw outputs to the host). Each
+        completion thread gets its own."""
+        ...
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> ExecContext:
         """A context that reads ``d_input`` and writes ``d_outputs`` (device pointers)."""

@@ -246,5 +246,8 @@ class TensorRTExecutor:
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> TensorRTContext:
         return TensorRTContext(self, stream, d_input, d_outputs)
 
+    def device_postprocess(self, decoder: str) -> None:
+        return None  # outputs go to the host; postprocessing on the GPU needs type torch
+
     def close(self) -> None:
         self.engine = None
