@@ -23,6 +23,10 @@ from typing import Any
 
 SCORE_MARGIN = 0.02
 MIN_IOU = 0.9
+#: Margins for comparing an f32 implementation (the GPU paths) with the CPU path or the golden
+#: file: at f32 scores differ from the bf16-made goldens by up to 0.039 (median 0.005) and one
+#: 20 px tie box reaches IoU 0.88 (measured with ``vidpipe detect`` on the AVX2 CI machine).
+F32_MARGINS: dict[str, float] = {"score_margin": 0.05, "min_iou": 0.85}
 # Scores are printed with two decimals in the rule; 0.52 - 0.50 must count as "within 0.02".
 _EPS = 1e-9
 

@@ -1,4 +1,4 @@
-"""Command line: run / check / detect. Turns errors into exit codes.
+"""Command line: run / check / detect / optimize. Turns errors into exit codes.
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad config / model / arguments.
 """
@@ -274,9 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_build_engine)
     from vidpipe.bench.cli import add_gpu_parser, add_parser  # light: the rest loads on use
+    from vidpipe.optimize.cli import add_parser as add_optimize  # nncf is imported on use
 
     add_parser(sub)
     add_gpu_parser(sub)
+    add_optimize(sub)
     return parser
 
 

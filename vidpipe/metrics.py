@@ -23,6 +23,7 @@ _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 DROP_REASONS = (
     "overwritten",  # capture mailbox replaced a frame preprocessing had not taken yet
     "decimated",  # detect_fps: decoded but not sent to inference
+    "no_motion",  # motion gate: nothing moved since the last inferred frame
     "too_old",  # older than scheduler.max_frame_age_ms when a slot was free
     "inference_error",  # the request failed
     "shutdown",  # still queued when the shutdown timeout ran out
@@ -37,6 +38,7 @@ class CameraMetrics:
     inferred: Counter
     reconnects: Counter
     e2e_latency: Histogram
+    motion_ratio: Gauge
     dropped: dict[str, Counter]
     metrics: Metrics
     name: str
@@ -85,6 +87,13 @@ class Metrics:
             "vidpipe_camera_state",
             "1 for the worker's current state",
             ["camera", "state"],
+            registry=r,
+        )
+        self.motion_ratio = Gauge(
+            "vidpipe_motion_ratio",
+            "Fraction of the last 100 due frames in which the motion gate saw motion "
+            "(cameras with the gate on)",
+            ["camera"],
             registry=r,
         )
         self.camera_reconnects = Counter(
@@ -228,6 +237,7 @@ class Metrics:
                     inferred=self.frames_inferred.labels(camera=name),
                     reconnects=self.camera_reconnects.labels(camera=name),
                     e2e_latency=self.e2e_latency.labels(camera=name),
+                    motion_ratio=self.motion_ratio.labels(camera=name),
                     dropped={
                         r: self.frames_dropped.labels(camera=name, reason=r) for r in DROP_REASONS
                     },
@@ -245,6 +255,7 @@ class Metrics:
             (self.camera_up, (name,)),
             (self.gpu_decode_errors, (name,)),
             *((self.camera_decoder, (name, d)) for d in ("pyav", "nvdec")),
+            (self.motion_ratio, (name,)),
             *((self.camera_state, (name, s.value)) for s in CameraState),
         ]:
             with contextlib.suppress(KeyError):  # never set, or already removed

@@ -346,6 +346,7 @@ class Scheduler:
             labels=self.labels,
             image=frame.image if self.keep_images else None,
             epoch=frame.epoch,
+            still_frames=frame.still_frames,
         )
         cam.inferred.inc()
         cam.e2e_latency.observe(t_done - frame.t_capture)

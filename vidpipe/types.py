@@ -81,6 +81,8 @@ class Frame:
         epoch: per-camera stream epoch: a new number each time the capture (re)opens the source
             (a reconnect, or a looping file starting over). State built from consecutive
             frames, such as object tracks, is reset when it changes.
+        still_frames: due frames the motion gate skipped right before this one: the picture
+            had not changed since the frame inferred before them.
     """
 
     camera: str
@@ -88,6 +90,7 @@ class Frame:
     t_capture: float
     image: Image
     epoch: int = 0
+    still_frames: int = 0
 
     @property
     def height(self) -> int:
@@ -308,6 +311,7 @@ class FrameResult:
             (a watched live view, a due snapshot).
         epoch: the frame's stream epoch (see ``Frame.epoch``).
         events: zone and line events of this frame (cameras with zones or lines only).
+        still_frames: see ``Frame.still_frames``.
     """
 
     camera: str
@@ -322,6 +326,7 @@ class FrameResult:
     image: Image | None = field(repr=False, default=None)
     epoch: int = 0
     events: tuple[TrackEvent, ...] = ()
+    still_frames: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", Labels.of(self.labels))

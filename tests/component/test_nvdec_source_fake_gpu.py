@@ -342,3 +342,21 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
     assert rig.metrics.registry.get_sample_value("vidpipe_nvdec_sessions") == 0, "closed"
     gpu0 = rig.metrics.registry.get_sample_value("vidpipe_gpu_memory_used_bytes", {"gpu": "0"})
     assert gpu0 is not None  # NaN here (no CUDA), bytes on a GPU
+
+
+def test_nvdec_refuses_the_motion_gate_naming_the_camera() -> None:
+    cam = {"name": "door", "url": "b.mp4", "decoder": "nvdec"}
+    with pytest.raises(ValueError, match=r"cameras\[0\]\.decoder: camera 'door' .*motion gate"):
+        _config(inference={"type": "torch"}, cameras=[{**cam, "motion": {"enabled": True}}])
+    with pytest.raises(ValueError, match=r"capture\.decoder: camera 'a' .*motion gate"):
+        _config(
+            inference={"type": "torch"},
+            capture={"decoder": "nvdec", "motion": {"enabled": True}},
+            cameras=[{"name": "a", "url": "a.mp4"}],
+        )
+    ok = _config(
+        inference={"type": "torch"},
+        capture={"motion": {"enabled": True}},
+        cameras=[{**cam, "motion": {"enabled": False}}, {"name": "cpu", "url": "a.mp4"}],
+    )
+    assert [ok.decoder_of(c) for c in ok.cameras] == ["nvdec", "pyav"]

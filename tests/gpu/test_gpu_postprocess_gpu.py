@@ -13,8 +13,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.golden import load_expected, match_golden
-from tests.gpu.margins import F32_MARGINS
+from tests.golden import F32_MARGINS, load_expected, match_golden
 from vidpipe.postprocess import gpu as gpu_post
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox, num_anchors
 from vidpipe.postprocess.pipeline import postprocess

@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.golden import match_golden
-from tests.gpu.margins import F32_MARGINS
+from tests.golden import F32_MARGINS, match_golden
 from tests.integration.conftest import DaemonProcess, free_port, metric, scrape, wait_for
 from vidpipe.capture import CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig, GpuConfig

@@ -14,8 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.golden import match_golden
-from tests.gpu.margins import F32_MARGINS
+from tests.golden import F32_MARGINS, match_golden
 from vidpipe.capture.nvdec import NvdecError, NvdecReader
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.gpu import YoloxGpuPostprocess

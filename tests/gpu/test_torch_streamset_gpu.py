@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.golden import load_expected, match_golden
+from tests.golden import F32_MARGINS, load_expected, match_golden
 from tests.gpu.conftest import DEVICES
-from tests.gpu.margins import F32_MARGINS
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
 from vidpipe.infer.streamset import StreamSetBackend

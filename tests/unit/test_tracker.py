@@ -111,3 +111,42 @@ def test_a_seq_that_goes_back_is_a_new_stream() -> None:
         old = int(t.update(dets(walker(0, s)), s, 5).tracker_id[0])
     up = t.update(dets(walker(0, 0)), 0, 5)  # same epoch number, seq restarted
     assert up.reset and up.ended == {old}
+
+
+STILL_BOX = (300.0, 100.0, 340.0, 200.0)
+
+
+def test_standing_still_across_motion_gated_frames_keeps_the_id() -> None:
+    """The motion gate infers a still scene once every 20 frames (max_skip_s 2 s at 10 fps):
+    the person standing there keeps one id across 30 such gaps (an hour would be the same)."""
+    t = tracker(max_lost_frames=15)
+    ids = [int(t.update(dets(walker(0, s)), s, 0).tracker_id[0]) for s in range(10)]
+    stop = walker(0, 9)
+    for k in range(1, 31):
+        up = t.update(dets(stop), 9 + 20 * k, 0, still_frames=19)
+        ids.append(int(up.tracker_id[0]))
+        assert not up.ended
+    assert set(ids[2:]) == {ids[2]} and ids[2] > 0
+
+
+def test_a_track_gone_before_the_still_stretch_ends_as_without_the_gate() -> None:
+    """Someone left; the picture then stays still. Without the gate the track would end after
+    max_lost_frames + 1 missed frames; with it, at the first inferred frame past that count."""
+    t = tracker(max_lost_frames=10)
+    for s in range(15):
+        first = int(t.update(dets(walker(0, s)), s, 0).tracker_id[0])
+    up = t.update(Detections.empty(), 15, 0)  # gone: the frame that showed it gone
+    assert not up.ended
+    up = t.update(Detections.empty(), 16 + 19, 0, still_frames=19)  # 19 still frames later
+    assert up.ended == {first}
+
+
+def test_a_track_seen_before_the_still_stretch_survives_one_miss_after_it() -> None:
+    """Seen in the frame before the still stretch, so present during it: one miss only."""
+    t = tracker(max_lost_frames=10)
+    for s in range(15):
+        first = int(t.update(dets(walker(0, s)), s, 0).tracker_id[0])
+    up = t.update(Detections.empty(), 15 + 40, 0, still_frames=39)
+    assert not up.ended
+    up = t.update(dets(walker(0, 14)), 56, 0)
+    assert int(up.tracker_id[0]) == first

@@ -85,6 +85,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stage-frames", type=int, help="frames timed per stage for the stage costs")
     p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe resolves it)")
     p.add_argument(
+        "--model",
+        type=Path,
+        help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
+        "optimize (default: the assets' yolox_nano.onnx)",
+    )
+    p.add_argument(
         "--mode",
         choices=("throughput", "density", "both", "capture"),
         help="throughput (unpaced files, the default), density (live RTSP cameras: the largest "
@@ -164,6 +170,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         assets=args.assets,
         mode=args.mode,
         density_clip=args.density_clip,
+        model=args.model,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)

@@ -392,9 +392,12 @@ def resolve_clip(name: str, videos: Path, cache: Path) -> Path:
 
 
 def ensure_ir(model: Path, cache: Path) -> Path:
-    """The ONNX model saved as OpenVINO IR (f32 weights) in the cache, made once."""
+    """The ONNX model saved as OpenVINO IR (f32 weights) in the cache, made once; an IR is
+    used as it is."""
     import openvino as ov
 
+    if model.suffix.lower() == ".xml":
+        return model
     xml = cache / f"{model.stem}.xml"
     if xml.is_file() and xml.stat().st_mtime >= model.stat().st_mtime:
         return xml

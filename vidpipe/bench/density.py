@@ -8,8 +8,8 @@ window, for every camera:
 * it was read in real time: frames captured >= ``CAPTURE_SHARE`` x stream fps x window
   (a camera that decodes too slowly loses frames before vidpipe can even count them);
 * >= 99 % of the frames due for detection were inferred:
-  ``inferred + SLACK >= 0.99 x (captured - decimated)``, ``SLACK`` covering frames still in
-  flight at the window's edges;
+  ``inferred + SLACK >= 0.99 x (captured - decimated - no_motion)``, ``SLACK`` covering
+  frames still in flight at the window's edges;
 * and the p95 capture-to-result latency over all cameras is <= 200 ms.
 
 The largest passing N is searched by doubling from 1, then bisecting. Run once with
@@ -82,7 +82,7 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
             d = {k: after[k] - before[k] for k in after}
             capture_fps = d["captured"] / window
             worst_capture = min(worst_capture, capture_fps)
-            due = d["captured"] - d["decimated"]
+            due = d["captured"] - d["decimated"] - d.get("no_motion", 0.0)  # skipped on purpose
             share = min(1.0, (d["inferred"] + SLACK_FRAMES) / due) if due > 0 else 0.0
             worst_share = min(worst_share, share)
             if capture_fps < CAPTURE_SHARE * stream_fps:

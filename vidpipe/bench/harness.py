@@ -70,6 +70,7 @@ class BenchOptions:
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
     mode: str = "throughput"  # throughput | density | both
+    model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
     density_clip: str = "car-detection.mp4"
 
 
@@ -111,7 +112,7 @@ def prepare(options: BenchOptions) -> RunContext:
     from vidpipe.assets import default_assets_dir
 
     assets = options.assets or default_assets_dir()
-    model = assets / "models" / "yolox_nano.onnx"
+    model = options.model or assets / "models" / "yolox_nano.onnx"
     labels = assets / "models" / "coco80.txt"
     if not model.is_file():
         raise FileNotFoundError(f"model not found: {model}")

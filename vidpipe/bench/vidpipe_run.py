@@ -138,6 +138,7 @@ class VidpipeRun:
                 "inferred": registry.get_sample_value("vidpipe_frames_inferred_total", labels)
                 or 0.0,
                 "decimated": dropped.pop("decimated"),
+                "no_motion": dropped.pop("no_motion"),
                 "dropped": sum(dropped.values()),
             }
         return out

@@ -31,6 +31,7 @@ from typing import Any
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
+from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
     PacketTap,
@@ -45,7 +46,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, Frame, Image
+from vidpipe.types import CameraState, DeviceImage, Frame, Image
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -161,6 +162,7 @@ class CaptureWorker:
         self._state_lock = threading.Lock()
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
+        self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
         self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
         self._seq = 0
         self._seq_lock = threading.Lock()
@@ -418,6 +420,8 @@ class CaptureWorker:
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
         self._decimator.reset()
+        if self._motion is not None:
+            self._motion.reset()
         pass_frames = 0
         if self._pacer is not None:
             self._pacer.reset()
@@ -505,9 +509,15 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
+        # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
+        still_frames: int | None = 0
+        if self._motion is not None and not isinstance(image, DeviceImage):
+            still_frames = self._motion.admit(image, t_sched)
+        if still_frames is None:
+            return True  # the motion gate counted it as no_motion
         session.in_put = True
         try:
-            frame = Frame(self.name, seq, now, image, session.epoch)
+            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.

@@ -36,6 +36,7 @@ from vidpipe.config.schema import (
     HttpConfig,
     LiveViewConfig,
     LoggingConfig,
+    MotionConfig,
     SchedulerConfig,
 )
 from vidpipe.config.sinks import (
@@ -72,6 +73,7 @@ __all__ = [
     "LiveViewConfig",
     "LoggingConfig",
     "ModelConfig",
+    "MotionConfig",
     "MqttSinkConfig",
     "MqttTlsConfig",
     "OpenVINOConfig",

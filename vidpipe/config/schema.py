@@ -31,6 +31,29 @@ Decoder = Literal["pyav", "nvdec"]
 """A capture decoder: the key of its source in ``vidpipe.capture.source.SOURCES``."""
 
 
+class MotionConfig(ConfigModel):
+    """The motion gate of a camera: frames in which nothing moved are not inferred."""
+
+    enabled: bool = Field(False, description="skip inference on frames with no motion")
+    threshold: int = Field(
+        25,
+        ge=1,
+        le=255,
+        description="grey-level change (0-255) for a pixel to count as moving, compared with "
+        "the last inferred frame on a blurred 160-pixel-wide copy",
+    )
+    min_area: float = Field(
+        0.002, gt=0, le=1, description="fraction of the picture that must move to infer a frame"
+    )
+    max_skip_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="infer at least this often even without motion, so objects standing still "
+        "stay known (media time for files)",
+    )
+
+
 class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
@@ -56,6 +79,9 @@ class CaptureConfig(ConfigModel):
         ge=0,
         description="how long FFmpeg probes a stream on open (its default 5 s made RTSP opens "
         "take 2.8 s each); 0 keeps FFmpeg's default",
+    )
+    motion: MotionConfig = Field(
+        default_factory=MotionConfig, description="motion gate of cameras that set none"
     )
 
 
@@ -86,6 +112,9 @@ class CameraConfig(ConfigModel):
         ge=0,
         description="nvdec cameras: the CUDA device that decodes this camera and runs its "
         "batches, one of inference.devices (default 0)",
+    )
+    motion: MotionConfig | None = Field(
+        None, description="motion gate (replaces capture.motion as a whole); default: that"
     )
     tracking: TrackingConfig = Field(
         default_factory=TrackingConfig, description="object tracking (track ids in results)"
@@ -204,6 +233,11 @@ class Config(ConfigModel):
                     )
                 continue
             where = f"cameras[{i}].decoder" if cam.decoder else "capture.decoder"
+            if (cam.motion or self.capture.motion).enabled:
+                raise ValueError(
+                    f"{where}: camera {cam.name!r} decodes with nvdec, but its motion gate "
+                    "compares pictures on the CPU: turn motion off for it, or use decoder pyav"
+                )
             if not isinstance(self.inference, GpuConfig) or self.inference.type != "torch":
                 raise ValueError(
                     f"{where}: camera {cam.name!r} decodes with nvdec, whose frames stay on "

@@ -46,18 +46,46 @@ _STUCK_CHECK_S = 0.25
 
 
 def _first_line(exc: BaseException) -> str:
-    """OpenVINO's exception texts run to dozens of lines; the first says what went wrong."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """OpenVINO's exception texts run to dozens of lines; the first one that is not the
+    "Exception from <source file>" or "Check '<expression>' failed" prefix says what is wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if not line.startswith(("Exception from ", "Check '")):
+            return line
+    return lines[0] if lines else type(exc).__name__
+
+
+def weights_path(path: Path) -> Path | None:
+    """The ``.bin`` weights of an OpenVINO IR ``.xml`` (None for other formats such as ONNX)."""
+    return path.with_suffix(".bin") if path.suffix.lower() == ".xml" else None
 
 
 def _read_model(core: ov.Core, path: Path) -> ov.Model:
     if not path.is_file():
         raise BackendError(f"model file not found: {path}")
+    weights = weights_path(path)
+    if weights is not None and not weights.is_file():
+        raise BackendError(
+            f"model {path}: its weights file {weights.name} is missing (an OpenVINO IR is an "
+            ".xml with a .bin of the same name beside it)"
+        )
     try:
         return core.read_model(str(path))
     except Exception as exc:  # OpenVINO raises RuntimeError subclasses with long texts
+        if weights is not None:
+            raise BackendError(
+                f"cannot read OpenVINO IR {path}: {_first_line(exc)} ({weights.name} is "
+                "truncated, damaged or belongs to another .xml)"
+            ) from None
         raise BackendError(f"cannot read model {path}: {_first_line(exc)}") from None
+
+
+def model_precision(model: ov.Model, compiled_precision: str) -> str:
+    """``int8`` for a quantized model (it has FakeQuantize operations: NNCF's INT8 IR), else
+    the precision the device runs the model at (``f32``, ``bf16`` ...)."""
+    if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
+        return "int8"
+    return compiled_precision
 
 
 def _input_layout(shape: list[int], path: Path) -> str:
@@ -128,13 +156,13 @@ class OpenVINOBackend:
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self._last_stuck_check = 0.0
         self.callback_errors = 0
-        precision = self._compiled.get_property("INFERENCE_PRECISION_HINT")
+        hint = self._compiled.get_property("INFERENCE_PRECISION_HINT")
+        precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
         self.description = {
             "backend": "openvino",
             "device": cfg.device,
-            "precision": precision.get_type_name()
-            if hasattr(precision, "get_type_name")
-            else str(precision),
+            "precision": model_precision(model, precision),
+            "float_precision": precision,
             "hint": cfg.hint,
             "model": model_path.name,
             "requests": str(self.capacity),

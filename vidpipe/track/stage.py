@@ -118,7 +118,9 @@ class CameraScene:
     def process(self, result: FrameResult) -> FrameResult:
         """Track ids for the result's detections, and its zone and line events."""
         frame = FrameInfo(result.camera, result.seq, result.wall_time, result.t_capture)
-        update = self.tracker.update(result.detections, result.seq, result.epoch)
+        update = self.tracker.update(
+            result.detections, result.seq, result.epoch, result.still_frames
+        )
         events: list[TrackEvent] = []
         if update.reset:
             self._metrics.tracker_resets.labels(camera=result.camera).inc()

@@ -7,7 +7,11 @@ of ByteTrack since ``supervision`` dropped it) requires ``opencv-python``, which
 a second, clashing ``cv2``; upstream ``norfair`` pins ``numpy<2``. See README "Tracking".
 
 Detector decimation (``detect_fps``) and lost frames are handled by Norfair's ``period``: the
-number of decoded frames since the camera's previous result, taken from ``Frame.seq``. The
+number of decoded frames since the camera's previous result, taken from ``Frame.seq``. Frames
+the motion gate skipped are such gaps too; and since the picture did not change during them, a
+track that was already missing in the frame inferred before them was missing in each of them:
+it loses one hit per skipped frame (``Frame.still_frames``), so it ends after as many due
+frames as without the gate (at the next inferred frame, at most ``max_skip_s`` later). The
 tracker is replaced when the stream epoch changes (a reconnect); track ids keep counting up, so
 an id is never reused within a camera while the process runs.
 """
@@ -82,7 +86,7 @@ class CameraTracker:
             past_detections_length=0,
         )
 
-    def update(self, det: Detections, seq: int, epoch: int) -> TrackUpdate:
+    def update(self, det: Detections, seq: int, epoch: int, still_frames: int = 0) -> TrackUpdate:
         """Match one frame's detections to tracks.
 
         Args:
@@ -90,6 +94,7 @@ class CameraTracker:
             seq: the frame's sequence number (``Frame.seq``; gaps are decimated or dropped
                 frames).
             epoch: the frame's stream epoch; a change resets the tracker.
+            still_frames: due frames the motion gate skipped right before this one.
         """
         # a new epoch is a new stream; so is a seq that went back (a restarted capture)
         went_back = self._last_seq is not None and seq < self._last_seq
@@ -107,7 +112,18 @@ class CameraTracker:
         self._last_seq = seq
         self._updates += 1
         objects = self._tracker.update(self._norfair_detections(det), period=period)
+        if still_frames > 0 and not reset:
+            objects = self._miss_still_frames(still_frames)
         return self._collect(det, objects, ended, reset)
+
+    def _miss_still_frames(self, still_frames: int) -> list[Any]:
+        """Tracks missing in this frame and in the one before the still stretch lose a hit per
+        still frame; returns the tracks still active."""
+        for obj in self._tracker.tracked_objects:
+            token = obj.last_detection.data[0]
+            if token < self._updates - 1:  # matched neither now nor in the previous update
+                obj.hit_counter -= still_frames
+        return list(self._tracker.get_active_objects())
 
     def _norfair_detections(self, det: Detections) -> list[Any]:
         """One Norfair detection per box: two points, the class as label, (update, index)."""

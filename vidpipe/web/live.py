@@ -253,6 +253,7 @@ class LiveRoutes:
             "drops_by_reason": drops,
             "frames_captured": int(figures.get("frames_captured_total", 0)),
             "frames_inferred": int(figures.get("frames_inferred_total", 0)),
+            "motion_ratio": figures.get("motion_ratio"),  # None: no motion gate
             "reconnects": int(figures.get("camera_reconnects_total", 0)),
             "last_error": capture.get("last_error", ""),
             "last_frame_age_s": None if age is None else round(float(age), 3),

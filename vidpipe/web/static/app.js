@@ -51,6 +51,8 @@ function updateTile(tile, cam) {
   tile.querySelector(".fps-out").textContent = fmt(cam.fps_out, 1);
   tile.querySelector(".p95").textContent = fmt(cam.latency_p95_ms, 0, " ms");
   tile.querySelector(".drops").textContent = String(cam.drops);
+  tile.querySelector(".motion").textContent =
+    cam.motion_ratio == null ? "off" : fmt(100 * cam.motion_ratio, 0, " %");
   tile.querySelector(".detections").textContent = describeDetections(cam);
 }
 
