@@ -8,6 +8,10 @@
 #   golden: `vidpipe detect` through the stream set at f32 and f16, JSON lines kept in OUT_DIR
 #   (check them with tests/golden.py's rule at any margins).
 # Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all] [CAMERAS]
+# PyAV (`av`, the CPU capture; its wheel is 36 MB) does not fit in one 64 MiB carry with the
+# rest: install it in an earlier call of the same machine
+# (`python3 -m pip install --no-index --no-deps --target DIR av-*.whl`) and pass DIR in
+# PYTHONPATH, which this script keeps.
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
 #   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip).
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
@@ -38,7 +42,7 @@ import sys
 
 needed = [
     "torch", "cuda.bindings", "onnx", "onnx2torch", "pydantic", "paho.mqtt.client",
-    "norfair", "PyNvVideoCodec", "vidpipe.cli", "vidpipe.infer.torch_executor",
+    "norfair", "PyNvVideoCodec", "av", "vidpipe.cli", "vidpipe.infer.torch_executor",
     "vidpipe.capture.nvdec", "vidpipe.capture.nvdec_source", "vidpipe.preprocess.gpu",
     "vidpipe.postprocess.gpu",
 ]
