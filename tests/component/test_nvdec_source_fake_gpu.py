@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -360,3 +361,29 @@ def test_nvdec_refuses_the_motion_gate_naming_the_camera() -> None:
         cameras=[{**cam, "motion": {"enabled": False}}, {"name": "cpu", "url": "a.mp4"}],
     )
     assert [ok.decoder_of(c) for c in ok.cameras] == ["nvdec", "pyav"]
+
+
+def test_vidpipe_check_reports_nvdec_cameras_that_cannot_start(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    """``vidpipe check``'s assembly (no fakes): here PyNvVideoCodec is absent, so the nvdec
+    camera is reported with its path and the reason, before any model is compiled."""
+    import importlib.util
+
+    from vidpipe.assemble import check
+
+    if importlib.util.find_spec("PyNvVideoCodec") is not None:
+        pytest.skip("PyNvVideoCodec is installed here")
+    clip = assets_dir / "videos" / "car-detection.mp4"
+    cfg = _config(
+        model={"path": str(tmp_path / "missing.onnx")},
+        inference={"type": "torch"},
+        cameras=[
+            {"name": "yard", "url": str(clip)},
+            {"name": "gate", "url": str(clip), "decoder": "nvdec"},
+        ],
+    )
+    problems = check(cfg)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("cameras[1].decoder: camera 'gate' decodes with nvdec, but ")
+    assert "pip install pynvvideocodec" in problems[0]
