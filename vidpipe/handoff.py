@@ -4,22 +4,44 @@ Each camera owns one ``Mailbox`` with room for a single frame. Two policies:
 
 * ``newest`` (live streams): ``put`` never blocks; a frame that was not taken yet is replaced
   and counted as dropped with reason ``overwritten``.
-* ``block`` (files): ``put`` waits until the previous frame was taken, so a file is read as
-  fast as inference can use it and no decoded frame is wasted.
+* ``block`` (files): the reader asks for a *turn* (``wait_empty``) before it decodes, and
+  ``put`` waits until the previous frame was taken, so a file is read as fast as inference can
+  use it and no decoded frame is wasted.
 
 ``FrameHub`` joins the mailboxes and hands frames out round-robin across cameras, so one busy
 camera can never starve another.
+
+Two costs this module avoids (measured with ``vidpipe bench``, vidpipe against the naive
+loop; README "Performance"):
+
+* **Decoding ahead of need.** Without a limit every file camera keeps one decoded frame
+  waiting, so at 8 cameras 8 frames wait on top of those in inference, and by Little's law
+  each one adds a frame interval to every frame's latency. ``set_ahead_limit`` caps the turns
+  out at once (decoding or decoded, not yet taken) across all block cameras; turns are given
+  in the order they were asked for, so every camera still gets its share.
+* **Waking threads for nothing.** Every mailbox has its own condition (its reader is the only
+  one that waits on it) and the scheduler has another, all on the hub's one lock: a ``put``
+  wakes the scheduler, a ``take`` wakes the reader whose frame went and the next reader in
+  line. One condition shared by all used to wake every reader twice per frame, each wake-up a
+  context switch and a trip through the GIL.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Literal
 
 from vidpipe.types import Frame
 
 Policy = Literal["newest", "block"]
+
+# A turn that was given but led to no frame for this long (the reader failed, is backing off,
+# or skips decimated frames) stops counting against the limit: a camera in trouble must not
+# hold back the others. Decoding one frame takes milliseconds.
+_TURN_TTL_S = 1.0
 
 
 class Mailbox:
@@ -33,47 +55,64 @@ class Mailbox:
         self._hub = hub
         self._frame: Frame | None = None
         self._on_drop = on_drop
+        self._changed = threading.Condition(hub.lock)  # this box's reader waits on it
+        self._turn_since: float | None = None  # block: when the current turn was given
 
     def put(self, frame: Frame, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Offer a frame. Returns False only if ``stop`` was set while waiting (block policy)."""
-        cond = self._hub.cond
-        with cond:
+        with self._hub.lock:
             if self.policy == "block":
                 while self._frame is not None:
                     if stop.is_set():
                         return False
-                    cond.wait(poll_s)
+                    self._changed.wait(poll_s)
+                self._turn_since = None  # the turn now counts as the waiting frame
             old, self._frame = self._frame, frame
-            cond.notify_all()
+            self._hub.ready.notify()
         if old is not None:
             self._on_drop(old)
         return True
 
     def wait_empty(self, stop: threading.Event, poll_s: float = 0.1) -> bool:
-        """Block policy: wait until the previous frame was taken, so the next one is decoded
-        only when it can be used (its capture time is then when it enters the pipeline, not a
-        frame interval earlier). Newest policy: returns at once. False if ``stop`` was set.
+        """Block policy: wait until the previous frame was taken and this camera has a turn,
+        so the next frame is decoded only when it can be used soon (its capture time is then
+        close to when it enters inference). Asking again before ``put`` keeps the same turn.
+        Newest policy: returns at once. False if ``stop`` was set.
         """
         if self.policy != "block":
             return True
-        cond = self._hub.cond
-        with cond:
-            while self._frame is not None:
+        hub = self._hub
+        with hub.lock:
+            while True:
+                if self._frame is None and (
+                    self._turn_since is not None or hub._give_turn_locked(self)
+                ):
+                    return True
                 if stop.is_set():
+                    hub._forget_turn_locked(self)
                     return False
-                cond.wait(poll_s)
-        return True
+                self._changed.wait(poll_s)
+
+    def _holds_turn_locked(self, now: float) -> bool:
+        if self.policy != "block":
+            return False
+        if self._frame is not None:
+            return True
+        return self._turn_since is not None and now - self._turn_since < _TURN_TTL_S
 
     def take_locked(self) -> Frame | None:
-        """Remove and return the frame; caller holds the hub's condition."""
+        """Remove and return the frame; caller holds the hub's lock."""
         frame, self._frame = self._frame, None
+        if frame is not None:
+            self._changed.notify()
         return frame
 
     def clear(self) -> Frame | None:
         """Remove whatever is waiting (used when a camera stops)."""
-        with self._hub.cond:
+        with self._hub.lock:
             frame = self.take_locked()
-            self._hub.cond.notify_all()
+            self._turn_since = None
+            self._hub._wake_next_locked()
             return frame
 
 
@@ -81,31 +120,44 @@ class FrameHub:
     """All cameras' mailboxes, taken from in round-robin order."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
+        self.ready = threading.Condition(self.lock)  # the scheduler waits on it for frames
         self._boxes: list[Mailbox] = []
         self._next = 0
+        self._ahead_limit: int | None = None
+        self._queue: deque[Mailbox] = deque()  # block readers waiting for a turn, in order
+
+    def set_ahead_limit(self, limit: int | None) -> None:
+        """At most ``limit`` block cameras decode or hold a decoded frame at once (None: no
+        limit; every file camera then keeps one frame decoded ahead)."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"ahead limit must be >= 1 or None, got {limit}")
+        with self.lock:
+            self._ahead_limit = limit
+            self._wake_next_locked()
 
     def add(self, camera: str, policy: Policy, on_drop: Callable[[Frame], None]) -> Mailbox:
         box = Mailbox(camera, self, policy, on_drop)
-        with self.cond:
+        with self.lock:
             self._boxes.append(box)
         return box
 
     def remove(self, box: Mailbox) -> None:
-        with self.cond:
+        with self.lock:
             if box in self._boxes:
                 self._boxes.remove(box)
                 self._next = 0
-            self.cond.notify_all()
+            self._forget_turn_locked(box)
+            box._turn_since = None
+            box._changed.notify_all()
+            self.ready.notify_all()
 
     def take(self, timeout_s: float) -> Frame | None:
         """Next frame in round-robin order, waiting up to ``timeout_s``; None on timeout."""
-        with self.cond:
+        with self.lock:
             frame = self._take_locked()
-            if frame is None and self.cond.wait(timeout_s):
+            if frame is None and self.ready.wait(timeout_s):
                 frame = self._take_locked()
-            if frame is not None:
-                self.cond.notify_all()  # a blocked file reader may put again
             return frame
 
     def _take_locked(self) -> Frame | None:
@@ -115,16 +167,49 @@ class FrameHub:
             frame = self._boxes[idx].take_locked()
             if frame is not None:
                 self._next = (idx + 1) % n
+                self._wake_next_locked()
                 return frame
         return None
 
+    # ------------------------------------------------------------------ turns (block policy)
+
+    def _give_turn_locked(self, box: Mailbox) -> bool:
+        """Give ``box`` a turn if the limit allows and no camera asked before it."""
+        if self._ahead_limit is None:
+            box._turn_since = time.monotonic()
+            return True
+        if box not in self._queue:
+            self._queue.append(box)
+        if self._queue[0] is not box:
+            return False
+        now = time.monotonic()
+        if sum(b._holds_turn_locked(now) for b in self._boxes) >= self._ahead_limit:
+            return False
+        self._queue.popleft()
+        box._turn_since = now
+        self._wake_next_locked()  # the limit may allow the next one in line as well
+        return True
+
+    def _forget_turn_locked(self, box: Mailbox) -> None:
+        if box in self._queue:
+            was_first = self._queue[0] is box
+            self._queue.remove(box)
+            if was_first:
+                self._wake_next_locked()
+
+    def _wake_next_locked(self) -> None:
+        if self._queue:
+            self._queue[0]._changed.notify()
+
+    # ------------------------------------------------------------------ shutdown
+
     def clear_all(self) -> list[Frame]:
         """Remove and return every waiting frame (shutdown accounting)."""
-        with self.cond:
+        with self.lock:
             frames = [f for f in (b.take_locked() for b in self._boxes) if f is not None]
-            self.cond.notify_all()
+            self._wake_next_locked()
         return frames
 
     def pending(self) -> int:
-        with self.cond:
+        with self.lock:
             return sum(1 for b in self._boxes if b._frame is not None)

@@ -12,6 +12,10 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
+File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
+decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), so frames do not age
+in the hub while earlier ones are inferred.
+
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
 ``pipeline_depth``; when postprocessing falls behind, the scheduler waits and the capture
@@ -103,6 +107,12 @@ class Scheduler:
         self._rules: dict[str, CameraRules] = {}
         self.pool = BufferPool(backend.input_spec, 2 * backend.capacity)
         self.pipeline_depth = 4 * backend.capacity
+        # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
+        # wait in the hub, and by Little's law each one adds a frame interval to every
+        # frame's latency; an unlimited hub kept one per camera (8 cameras: 8 frames ahead,
+        # p95 latency 2x the naive loop's). One ready frame per OpenVINO stream (half the
+        # request pool) keeps the streams fed (`vidpipe bench`, README "Performance").
+        self.decode_ahead = max(2, backend.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._stop = threading.Event()  # close(): waits for a slot or buffer give up
@@ -145,6 +155,7 @@ class Scheduler:
         """Start postprocessing and, with a hub, the scheduler thread that reads it."""
         self._postprocess_thread = self._spawn("postprocess", self._postprocess_loop)
         if hub is not None:
+            hub.set_ahead_limit(self.decode_ahead)
             self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))
 
     @staticmethod
