@@ -92,9 +92,10 @@ def _own_copy(surface: Any) -> tuple[Any, Any]:
     """A copy of ``surface`` on the current stream, and an event recorded after it."""
     import torch
 
-    copy = surface.clone()
-    ready = torch.cuda.Event()
-    ready.record()
+    with torch.cuda.device(surface.device):  # the event belongs to the surface's GPU
+        copy = surface.clone()
+        ready = torch.cuda.Event()
+        ready.record()
     return copy, ready
 
 
