@@ -8,7 +8,10 @@ to the GPU only through these two interfaces, so it does not care which engine r
 * ``BatchExecutor``: the model. ``create_context(stream)`` gives one execution context per
   slot, and ``ExecContext.enqueue`` queues one batch on that slot's stream, reading the
   device input and writing the device outputs, without waiting (TensorRT's
-  ``execute_async_v3``; PyTorch on a ``torch.cuda.ExternalStream``).
+  ``execute_async_v3``; PyTorch on a ``torch.cuda.ExternalStream``). ``ExecContext.letterbox``
+  writes GPU pictures (NVDEC frames) into rows of the slot's input, and
+  ``BatchExecutor.device_postprocess`` postprocesses a batch's outputs on the device; the
+  PyTorch executor has both, TensorRT neither.
 
 Tensors crossing the seam (one frame; the batch dimension comes first on the device):
 input ``(H, W, 3)`` uint8 BGR letterboxed (the executors turn it into the model's float
