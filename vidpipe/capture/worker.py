@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.motion import MotionGate
@@ -48,7 +46,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, Frame
+from vidpipe.types import CameraState, DeviceImage, Frame, Image
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -497,7 +495,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, image: np.ndarray, fresh: bool) -> bool:
+    def _emit(self, session: _Session, image: Image, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
@@ -522,7 +520,10 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
-        still_frames = 0 if self._motion is None else self._motion.admit(image, t_sched)
+        # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
+        still_frames: int | None = 0
+        if self._motion is not None and not isinstance(image, DeviceImage):
+            still_frames = self._motion.admit(image, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
         session.in_put = True
