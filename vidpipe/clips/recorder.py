@@ -32,7 +32,7 @@ from vidpipe.clips.writer import ClipJob, ClipWriteError, Crop, write_clip
 from vidpipe.config import CameraConfig, ClipsConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
 from vidpipe.sinks.record import event_record
-from vidpipe.types import ClipEvent, FrameResult, TrackEvent
+from vidpipe.types import ClipEvent, FrameResult, TrackEvent, host_image
 
 log = logging.getLogger(__name__)
 
@@ -231,22 +231,28 @@ class ClipRecorder:
         det = result.detections
         if det.tracker_id is None or result.image is None:
             return
+        better = [
+            i
+            for i in np.flatnonzero(det.tracker_id >= 0).tolist()
+            if (best := clip.crops.get(int(det.tracker_id[i]))) is None
+            or float(det.score[i]) > best.score
+        ]
+        if not better:
+            return
+        frame = host_image(result.image)  # a GPU picture is downloaded only for a better crop
         pad = camera.cfg.crop.padding
-        h, w = result.image.shape[:2]
-        for i in np.flatnonzero(det.tracker_id >= 0).tolist():
-            tid = int(det.tracker_id[i])
-            score = float(det.score[i])
-            best = clip.crops.get(tid)
-            if best is not None and best.score >= score:
-                continue
+        h, w = frame.shape[:2]
+        for i in better:
             x1, y1, x2, y2 = det.xyxy[i].tolist()
             px, py = (x2 - x1) * pad, (y2 - y1) * pad
             left, top = max(0, int(x1 - px)), max(0, int(y1 - py))
             right, bottom = min(w, int(x2 + px + 0.999)), min(h, int(y2 + py + 0.999))
             if right - left < 2 or bottom - top < 2:
                 continue
-            image = result.image[top:bottom, left:right].copy()
-            clip.crops[tid] = Crop(tid, result.labels.name(int(det.class_id[i])), score, image)
+            tid = int(det.tracker_id[i])
+            label = result.labels.name(int(det.class_id[i]))
+            crop = frame[top:bottom, left:right].copy()
+            clip.crops[tid] = Crop(tid, label, float(det.score[i]), crop)
 
     # ------------------------------------------------------------------ closing clips
 
