@@ -60,11 +60,13 @@ class Segment:
 
     @property
     def duration(self) -> float:
-        """Seconds from the first packet's timestamp to the end of the last one."""
-        if not self.packets:
-            return 0.0
-        last = self.packets[-1]
-        return self._seconds(last) + float(last.duration * last.time_base)
+        """Seconds from the earliest to the end of the latest picture (by timestamps)."""
+        stamped = [p for p in self.packets if p.pts is not None]
+        if not stamped:
+            return self.t_end - self.t_start
+        first = min(stamped, key=lambda p: p.pts or 0)
+        last = max(stamped, key=lambda p: p.pts or 0)
+        return float(((last.pts or 0) + last.duration - (first.pts or 0)) * last.time_base)
 
     def _seconds(self, packet: TapPacket) -> float:
         first = self.packets[0]
