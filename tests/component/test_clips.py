@@ -138,7 +138,7 @@ def test_two_close_triggers_give_one_clip(tmp_path: Path, walkway: Any) -> None:
         first = rig.enter(10.5, track=1)
         assert first.events[-1].kind == "enter"  # no clip to announce yet
         rig.enter(12.0, track=2)  # while the first clip is open: extends it
-        rig.run_until(14.9)  # 12 + post_s 3 = 15: still open
+        rig.run_until(15.4)  # 12 + post_s 3 (+ 0.5 for jitter) = 15.5: still open
         time.sleep(0.5)
         assert rig.metric(rig.metrics.clips_written) == 0
         rig.run_until(16.0)
@@ -147,8 +147,9 @@ def test_two_close_triggers_give_one_clip(tmp_path: Path, walkway: Any) -> None:
         rig.recorder.close(5)
     assert [t["tracker_id"] for t in side["triggers"]] == [1, 2]
     assert side["tracker_ids"] == [1, 2] and side["closed_by"] == "post_s"
-    # from the keyframe at or before 10.5 - pre_s = 8.5 s (the one at 8 s), to 12 + 3 = 15 s
-    assert side["packets"] == 150 - 80 + 1
+    # from the keyframe at or before 10.5 - pre_s = 8.5 s (the one at 8 s), to 12 + 3 = 15 s,
+    # each widened by the recorder's 0.5 s for jitter in arrival times: 8 s to 15.5 s
+    assert side["packets"] == 155 - 80 + 1
     # seconds into the file, which starts at that keyframe
     assert [t["offset_s"] for t in side["triggers"]] == [2.5, 4.0]
     duration, frame = probe(rig.dir / side["file"])
@@ -208,7 +209,8 @@ def test_max_s_caps_clips_and_retention_deletes_the_oldest(tmp_path: Path, walkw
     assert len(deleted) >= 2 and announced[: len(deleted)] == deleted
     for side in left:
         duration, frame = probe(rig.dir / side["file"])
-        assert duration <= 8 + 1.0  # max_s, from the keyframe before the start
+        # max_s, from the keyframe (one a second) before the start, each end 0.5 s wider
+        assert duration <= 8 + 1.0 + 0.5 + 0.1
         assert frame["key_frame"] == 1
     assert not list(rig.dir.glob(".tmp-*"))
     # nothing but the kept clips' files is left

@@ -184,10 +184,10 @@ def test_zone_enter_gives_a_clip_that_starts_on_a_keyframe_and_holds_the_event(
         )["frames"][0]
         assert first["key_frame"] == 1 and first["pict_type"] == "I", first
         duration = float(ffprobe(mp4, "-show_entries", "format=duration")["format"]["duration"])
-        assert duration >= PRE_S + POST_S - 0.15, side  # frames are 0.1 s apart
-        # the file starts at the keyframe (one a second) at or before trigger - pre_s; the
-        # offset is in the file's timestamps, the window in arrival times (0.3 s of jitter)
-        assert PRE_S - 0.3 <= trig["offset_s"] <= min(duration, PRE_S + 1.3), side
+        assert duration >= PRE_S + POST_S, side
+        # the file starts at the keyframe (one a second) at or before trigger - pre_s - 0.5
+        # (the recorder's margin for jitter in arrival times); offsets are in its timestamps
+        assert PRE_S <= trig["offset_s"] <= min(duration, PRE_S + 0.5 + 1.1), side
         # the sidecar's duration from the packets' timestamps: ffprobe's within a few frames
         # (how the muxer ends the last frame)
         assert abs(side["duration_s"] - duration) < 0.25, side

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 _TICK_S = 0.2
 #: At most one error line per camera per this many seconds.
 _ERROR_LOG_INTERVAL_S = 30.0
+#: Packets are placed in time by when they were demuxed, which jitters with the reader thread's
+#: scheduling (and a loaded machine's); the window is cut this much wider on both sides so that
+#: it covers [first - pre_s, last + post_s] in the stream's own timestamps.
+_JITTER_S = 0.5
 #: Triggers listed in a sidecar (a class trigger fires on every frame: one per track is kept).
 _MAX_TRIGGERS = 50
 
@@ -209,7 +213,7 @@ class ClipRecorder:
         if clip is None:
             clip = _OpenClip(t_from=t - cfg.pre_s, t_end=t, seq=result.seq)
             camera.open = clip
-            camera.ring.hold(clip.t_from)
+            camera.ring.hold(clip.t_from - _JITTER_S)
         clip.t_end = min(max(clip.t_end, t + cfg.post_s), clip.t_from + cfg.max_s)
         clip.seq = result.seq
         for hit in hits:
@@ -262,7 +266,7 @@ class ClipRecorder:
         if clip is None:
             return None
         camera.open = None
-        segment = camera.ring.segment(clip.t_from, t_to)
+        segment = camera.ring.segment(clip.t_from - _JITTER_S, t_to + _JITTER_S)
         camera.ring.hold(None)
         return self._job(camera, clip, segment, closed_by)
 
@@ -314,7 +318,7 @@ class ClipRecorder:
         with self._lock:
             for camera in self._cameras.values():
                 clip = camera.open
-                if clip is not None and now >= clip.t_end:
+                if clip is not None and now >= clip.t_end + _JITTER_S:
                     capped = clip.t_end >= clip.t_from + camera.cfg.max_s
                     job = self._close(camera, "max_s" if capped else "post_s", clip.t_end)
                     if job is not None:
