@@ -143,6 +143,11 @@ class OpenVINOBackend:
         # cameras and a tie at 8, 100 % CPU instead of 98 %, and about +60 ms p50 latency.
         # Under the latency hint more requests would only add queueing.
         self.capacity = cfg.num_requests or (2 * optimal if cfg.hint == "throughput" else optimal)
+        # With the default pool the scheduler may keep fewer requests in flight when fewer
+        # cameras than requests have frames (``Scheduler``): never fewer than one per stream.
+        # An explicit ``num_requests`` is kept as given (None: no cap).
+        streams = int(self._compiled.get_property("NUM_STREAMS"))
+        self.in_flight_floor = None if cfg.num_requests else max(1, min(streams, self.capacity))
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         self._n_outputs = len(model.outputs)
@@ -167,7 +172,7 @@ class OpenVINOBackend:
             "model": model_path.name,
             "requests": str(self.capacity),
             "optimal_requests": str(optimal),
-            "streams": str(self._compiled.get_property("NUM_STREAMS")),
+            "streams": str(streams),
             "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
             f"{list(self.input_spec.shape)}",
         }
