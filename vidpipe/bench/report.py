@@ -30,6 +30,7 @@ LABELS = {
     "model_api": "model_api AsyncPipeline",
     "vidpipe": "vidpipe daemon",
     "vidpipe-2req": "vidpipe, 2 requests (A/B)",
+    "vidpipe-4req": "vidpipe, 4 requests, no in-flight cap (A/B)",
     "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
     "vidpipe-nolive": "vidpipe, live view off (A/B)",
     **variants.LABELS,

@@ -38,13 +38,18 @@ CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
             {"name": "horizontal", "coords": "normalized", "points": [[0.0, 0.5], [1.0, 0.5]]},
         ],
     },
+    # the motion gate on at its defaults (density on the walkway clip with an INT8 model)
+    "vidpipe-motion": {"motion": {"enabled": True}},
 }
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
 #: must not lower throughput by more than 5 %).
 BUDGETS: dict[str, float] = {"vidpipe-track": 0.95}
 
-LABELS: dict[str, str] = {"vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)"}
+LABELS: dict[str, str] = {
+    "vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)",
+    "vidpipe-motion": "vidpipe, motion gate on",
+}
 
 
 def _by_repeat(
