@@ -7,7 +7,12 @@
 #      multi-GPU, TensorRT if present), then golden `vidpipe detect` runs and the benchmark.
 #   golden: `vidpipe detect` through the stream set at f32 and f16, JSON lines kept in OUT_DIR
 #   (check them with tests/golden.py's rule at any margins).
-# Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all] [CAMERAS]
+# Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all|daemon] [CAMERAS]
+#   daemon (not part of all): python -m vidpipe.bench.gpu_daemon, the daemon's camera count.
+# PyAV (`av`, the CPU capture; its wheel is 36 MB) does not fit in one 64 MiB carry with the
+# rest: install it in an earlier call of the same machine
+# (`python3 -m pip install --no-index --no-deps --target DIR av-*.whl`) and pass DIR in
+# PYTHONPATH, which this script keeps.
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
 #   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip).
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
@@ -38,8 +43,9 @@ import sys
 
 needed = [
     "torch", "cuda.bindings", "onnx", "onnx2torch", "pydantic", "paho.mqtt.client",
-    "norfair", "PyNvVideoCodec", "vidpipe.cli", "vidpipe.infer.torch_executor",
-    "vidpipe.capture.nvdec", "vidpipe.preprocess.gpu", "vidpipe.postprocess.gpu",
+    "norfair", "PyNvVideoCodec", "av", "vidpipe.cli", "vidpipe.infer.torch_executor",
+    "vidpipe.capture.nvdec", "vidpipe.capture.nvdec_source", "vidpipe.preprocess.gpu",
+    "vidpipe.postprocess.gpu",
 ]
 failed = []
 for name in needed:
@@ -79,5 +85,12 @@ if [[ $WHAT == bench || $WHAT == all ]]; then
     --labels "$ASSETS/models/coco80.txt" --images "$ASSETS/images" \
     --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
     --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log" || rc=1
+fi
+if [[ $WHAT == daemon ]]; then
+  # the daemon itself: real-time looping cameras, nvdec against pyav, GPU pre/postprocessing
+  python3 -m vidpipe.bench.gpu_daemon --model "$ASSETS/models/yolox_nano.onnx" \
+    --labels "$ASSETS/models/coco80.txt" \
+    --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
+    --json "$OUT/gpu-daemon.jsonl" 2>&1 | tee "$OUT/gpu-daemon.log" || rc=1
 fi
 exit $rc

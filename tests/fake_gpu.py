@@ -26,6 +26,7 @@ import numpy as np
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.cuda_rt import CudaError
 from vidpipe.infer.gpu_base import ModelIO, TensorIO
+from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 FRAME_SHAPE = (8, 8, 3)
 OUT_SHAPE = (4,)
@@ -65,7 +66,8 @@ class FakeGpuRuntime:
         self._next = 1
         self._lock = threading.Lock()
         self.sticky_on_next_wait: str | None = None
-        self.copies = 0
+        self.copies = 0  # host <-> device
+        self.device_copies = 0
 
     def activate(self) -> None:
         pass
@@ -136,6 +138,10 @@ class FakeGpuRuntime:
     def copy_d2h(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         self._copy(dst, src, nbytes, stream)
 
+    def copy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self.device_copies += 1
+        self.launch(stream, lambda: ctypes.memmove(dst, src, nbytes))
+
     def _copy(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         self.copies += 1
         self.launch(stream, lambda: ctypes.memmove(dst, src, nbytes))
@@ -146,6 +152,7 @@ class FakeContext:
         self.ex, self.stream = ex, stream
         self.d_input, self.d_output = d_input, d_outputs[0]
         self.batches: list[int] = []
+        self.letterboxed: list[list[int]] = []
         self.closed = False
 
     def enqueue(self, batch: int) -> None:
@@ -167,6 +174,25 @@ class FakeContext:
 
         self.ex.runtime.launch(self.stream, kernel)
 
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """The "GPU letterbox": on the stream, each picture's first 3 bytes become its row's
+        pixel (0, 0) and the rest of the row is 114 (a tag survives only through this)."""
+        if self.ex.fail_letterbox:
+            raise BackendError("injected letterbox failure")
+        self.letterboxed.append([row for row, _ in rows])
+        frame = int(np.prod(FRAME_SHAPE))
+
+        def kernel() -> None:
+            for row, image in rows:
+                if image.ready is not None:
+                    image.ready.wait(10.0)  # the fake decoder's "event"
+                dst = (ctypes.c_uint8 * frame).from_address(self.d_input + row * frame)
+                x = np.frombuffer(dst, np.uint8).reshape(FRAME_SHAPE)
+                x[...] = 114
+                x[0, 0] = np.asarray(image.nv12).reshape(-1)[:3]
+
+        self.ex.runtime.launch(self.stream, kernel)
+
     def close(self) -> None:
         self.closed = True
 
@@ -181,7 +207,17 @@ class FakeExecutor:
         self.description = {"backend": "fake-gpu", "precision": "f32", "model": "echo"}
         self.contexts: list[FakeContext] = []
         self.fail_next_enqueue = False
+        self.fail_letterbox = False
+        self.fail_postprocess = False
+        self.postprocessors: list[FakePostprocess] = []
         self.closed = False
+
+    def device_postprocess(self, decoder: str) -> FakePostprocess | None:
+        if decoder != "yolox":
+            return None
+        post = FakePostprocess(self)
+        self.postprocessors.append(post)
+        return post
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> FakeContext:
         ctx = FakeContext(self, stream, d_input, d_outputs)
@@ -190,6 +226,40 @@ class FakeExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakePostprocess:
+    """The "GPU postprocessing" of the echo model: reads a batch's device output copy and
+    makes one detection per frame (class = tag ``a``, score codes tag ``b``, box = the frame's
+    size from its letterbox, so a request mixed up between frames shows)."""
+
+    def __init__(self, ex: FakeExecutor) -> None:
+        self.ex = ex
+        self.batches: list[int] = []
+        self.thread: set[str] = set()
+
+    def __call__(
+        self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
+    ) -> list[Detections]:
+        if self.ex.fail_postprocess:
+            raise BackendError("injected postprocess failure")
+        self.batches.append(batch)
+        self.thread.add(threading.current_thread().name)
+        src = (ctypes.c_float * (batch * 4)).from_address(d_outputs[0])
+        y = np.frombuffer(src, np.float32).reshape(batch, 4).copy()
+        out = []
+        for row, r in zip(y, requests, strict=True):
+            box = np.array([[0, 0, r.letterbox.src_w, r.letterbox.src_h]], np.float32)
+            score = np.array([(row[1] + 0.5) / 256], np.float32)
+            out.append(Detections(box, score, np.array([int(row[0])])))
+        return out
+
+
+def device_frame(a: int, b: int, c: int = 0, gpu: int = 0) -> DeviceImage:
+    """A fake GPU picture (16x12 NV12 in host memory) whose first bytes carry ``(a, b, c)``."""
+    nv12 = np.zeros((18, 16), np.uint8)
+    nv12[0, :3] = (a, b, c)
+    return DeviceImage(nv12, gpu, 16, 12, lambda: np.zeros((12, 16, 3), np.uint8))
 
 
 def tagged_frame(a: int, b: int, c: int = 0) -> np.ndarray:

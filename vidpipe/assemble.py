@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from vidpipe.capture import nvdec_source
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.handoff import FrameHub, Mailbox
@@ -65,9 +66,12 @@ def plan_inference(
 
     Raises:
         BackendError: the model cannot be compiled or does not fit ``model.type``.
-        ConfigError: a class name or id is not the model's; lists every one.
+        ConfigError: a class name or id is not the model's (lists every one), or nvdec
+            cameras but no PyNvVideoCodec or CUDA.
     """
     register_secrets(cfg.secrets())  # a Config built in code was never through the loader
+    if missing := nvdec_source.check_nvdec(cfg):
+        raise ConfigError(missing)
     opened = loaded is None
     model = loaded if loaded is not None else open_model(cfg.model, cfg.inference)
     try:
@@ -234,6 +238,7 @@ class Pipeline:
         self.tracking = TrackingStage(plan.scenes, self.sinks.submit, self.metrics)
         self.scheduler = self._new_scheduler(plan)
         self.health.attach(self._progress)
+        nvdec_source.bind_metrics(self.metrics, cfg)
         self.scheduler.start(self.hub)
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
@@ -300,6 +305,7 @@ class Pipeline:
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
         box = self.hub.add(name, "newest" if live else "block", dropped)
         self._boxes[name] = box
+        nvdec_source.bind_camera_metrics(self.metrics, self.cfg, cam)
         worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
         self.workers[name] = worker
         worker.start()
@@ -318,7 +324,7 @@ class Pipeline:
             self.metrics.forget_camera(name)
 
     def _camera_state(self, name: str, state: CameraState) -> None:
-        """A capture worker changed state (its supervisor thread): tell the sinks that listen."""
+        """A capture worker changed state (on a capture thread): tell the sinks that listen."""
         for listener in self._listeners:
             listener.camera_state(name, state)
 

@@ -121,6 +121,28 @@ class Metrics:
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
+        self.camera_decoder = Gauge(
+            "vidpipe_camera_decoder",
+            "1 for the camera's decoder (pyav: CPU, nvdec: GPU); with vidpipe_frames_captured "
+            "it gives the decode rate on the GPU",
+            ["camera", "decoder"],
+            registry=r,
+        )
+        self.gpu_decode_errors = Gauge(
+            "vidpipe_gpu_decode_errors",
+            "Packets the GPU decoder (NVDEC) rejected and skipped, since the process started",
+            ["camera"],
+            registry=r,
+        )
+        self.nvdec_sessions = Gauge(
+            "vidpipe_nvdec_sessions", "NVDEC decoders open in this process", registry=r
+        )
+        self.gpu_memory_used = Gauge(
+            "vidpipe_gpu_memory_used_bytes",
+            "Device memory in use on an inference GPU (all processes)",
+            ["gpu"],
+            registry=r,
+        )
         self.inflight = Gauge("vidpipe_inflight_requests", "Requests in flight", registry=r)
         self.pool_size = Gauge("vidpipe_pool_size", "Inference request slots", registry=r)
         self.inference_errors = Counter(
@@ -231,6 +253,8 @@ class Metrics:
             self._cameras.pop(name, None)
         for series, labels in [
             (self.camera_up, (name,)),
+            (self.gpu_decode_errors, (name,)),
+            *((self.camera_decoder, (name, d)) for d in ("pyav", "nvdec")),
             (self.motion_ratio, (name,)),
             *((self.camera_state, (name, s.value)) for s in CameraState),
         ]:

@@ -48,10 +48,18 @@ from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import FatalDeviceError, InferenceBackend
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
-from vidpipe.postprocess.decode import DecodeParams, Decoder
+from vidpipe.postprocess.decode import DECODER_NAMES, DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.buffers import BufferPool, InputBuffer
-from vidpipe.types import Completion, Frame, FrameResult, Letterbox
+from vidpipe.types import (
+    Completion,
+    DeviceImage,
+    Frame,
+    FrameResult,
+    Letterbox,
+    PostprocessRequest,
+    SubmitTag,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +78,7 @@ class CameraRules:
 
 
 @dataclass(frozen=True, slots=True)
-class _Ticket:
+class _Ticket(SubmitTag):
     frame: Frame
     letterbox: Letterbox
     buffer: InputBuffer
@@ -238,7 +246,10 @@ class Scheduler:
         with self._backend_cond:
             self._in_backend += 1
         try:
-            self.backend.submit(buf.tensor, buf.index, _Ticket(frame, lb, buf, now), self._on_done)
+            # a device frame goes as it is: the GPU backend letterboxes it into its batch
+            tensor = frame.image if isinstance(frame.image, DeviceImage) else buf.tensor
+            ticket = _Ticket(self._request(frame.camera, lb), frame, lb, buf, now)
+            self.backend.submit(tensor, buf.index, ticket, self._on_done)
         except BaseException:
             self._backend_done()
             # Refused before it was queued (e.g. a closed backend): no completion will come.
@@ -270,6 +281,15 @@ class Scheduler:
         with self._backend_cond:
             self._in_backend -= 1
             self._backend_cond.notify()
+
+    def _request(self, camera: str, lb: Letterbox) -> PostprocessRequest | None:
+        """What a GPU backend needs to postprocess this frame on the device."""
+        name = DECODER_NAMES.get(self.decoder)
+        if name is None:
+            return None
+        rules = self._rules.get(camera, self._default_rules)
+        threshold = rules.params.score_threshold
+        return PostprocessRequest(name, lb, threshold, rules.class_ids, self.iou_threshold)
 
     @staticmethod
     def _wait(attempt: Callable[[], _T | None], stop: threading.Event) -> _T | None:
@@ -340,7 +360,9 @@ class Scheduler:
         ticket: _Ticket = completion.tag
         frame = ticket.frame
         cam = self.metrics.camera(frame.camera)
-        if completion.error is not None or completion.outputs is None:
+        if completion.error is not None or (
+            completion.outputs is None and completion.detections is None
+        ):
             self.metrics.inference_errors.inc()
             cam.drop("inference_error")
             if isinstance(completion.error, FatalDeviceError) and self.fatal is None:
@@ -350,14 +372,18 @@ class Scheduler:
             return None
         self.metrics.inference_latency.observe(completion.infer_s)
         rules = self._rules.get(frame.camera, self._default_rules)
-        dets = postprocess(
-            [o[0] for o in completion.outputs],
-            ticket.letterbox,
-            self.decoder,
-            rules.params,
-            self.iou_threshold,
-            rules.class_ids,
-        )
+        if completion.detections is not None:  # postprocessed on the device already
+            dets = completion.detections
+        else:
+            assert completion.outputs is not None
+            dets = postprocess(
+                [o[0] for o in completion.outputs],
+                ticket.letterbox,
+                self.decoder,
+                rules.params,
+                self.iou_threshold,
+                rules.class_ids,
+            )
         t_done = time.monotonic()
         self.last_completion = t_done
         result = FrameResult(

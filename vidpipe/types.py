@@ -9,6 +9,7 @@ named ``vidpipe.labels.Labels``'.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,38 @@ class CameraState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceImage:
+    """A decoded frame that stays in GPU memory (NVDEC cameras).
+
+    Attributes:
+        nv12: ``(H * 3 / 2, W)`` uint8 CUDA tensor (a luma plane, then interleaved U, V at
+            half resolution), owned by this image (a copy of the decoder's surface).
+        gpu: the CUDA device holding it; the camera's batches run there.
+        width, height: picture size in pixels.
+        to_host: downloads the picture as ``(H, W, 3)`` uint8 BGR (live view and snapshots,
+            only when one is due). Not called on the hot path.
+        ready: a CUDA event recorded after ``nv12`` was written (None: already complete); a
+            consumer on another stream waits for it before reading.
+    """
+
+    nv12: Any = field(repr=False)
+    gpu: int
+    width: int
+    height: int
+    to_host: Callable[[], npt.NDArray[np.uint8]] = field(repr=False, compare=False)
+    ready: Any = field(default=None, repr=False, compare=False)
+
+
+Image = npt.NDArray[np.uint8] | DeviceImage
+"""What a frame carries: a host BGR array, or a device NV12 picture."""
+
+
+def host_image(image: Image) -> npt.NDArray[np.uint8]:
+    """``image`` as a host BGR array (downloads a device picture)."""
+    return image.to_host() if isinstance(image, DeviceImage) else image
+
+
+@dataclass(frozen=True, slots=True)
 class Frame:
     """One decoded frame from a camera.
 
@@ -43,7 +76,8 @@ class Frame:
         seq: per-camera sequence number of the decoded frame (counts every decoded frame,
             also those decimated away by ``detect_fps``).
         t_capture: ``time.monotonic()`` when the frame was read.
-        image: ``(H, W, 3)`` uint8 BGR image. Owned by the frame; never mutated in place.
+        image: ``(H, W, 3)`` uint8 BGR image, or a ``DeviceImage`` (NVDEC cameras: the picture
+            stays on the GPU). Owned by the frame; never mutated in place.
         epoch: per-camera stream epoch: a new number each time the capture (re)opens the source
             (a reconnect, or a looping file starting over). State built from consecutive
             frames, such as object tracks, is reset when it changes.
@@ -54,16 +88,20 @@ class Frame:
     camera: str
     seq: int
     t_capture: float
-    image: npt.NDArray[np.uint8]
+    image: Image
     epoch: int = 0
     still_frames: int = 0
 
     @property
     def height(self) -> int:
+        if isinstance(self.image, DeviceImage):
+            return self.image.height
         return int(self.image.shape[0])
 
     @property
     def width(self) -> int:
+        if isinstance(self.image, DeviceImage):
+            return self.image.width
         return int(self.image.shape[1])
 
 
@@ -173,20 +211,51 @@ class Detections:
 class Completion:
     """What an inference backend hands back for one submitted batch.
 
-    Exactly one of ``outputs`` and ``error`` is set. Outputs are copies owned by the receiver
-    (the backend's request slot may already be reused).
+    Exactly one of ``outputs``, ``detections`` and ``error`` is set. Outputs are copies owned
+    by the receiver (the backend's request slot may already be reused).
 
     Attributes:
-        tag: whatever the submitter passed with the batch (opaque to the backend).
+        tag: whatever the submitter passed with the batch (opaque to the backend, except a
+            ``SubmitTag``'s ``postprocess``).
         outputs: one array per model output, batch dimension first.
         error: the failure, if inference failed.
         infer_s: wall time from submit to completion, seconds.
+        detections: the final detections, when the backend postprocessed on the device as the
+            tag's ``PostprocessRequest`` asked (then ``outputs`` is None).
     """
 
     tag: Any
     outputs: tuple[np.ndarray, ...] | None
     error: BaseException | None = None
     infer_s: float = 0.0
+    detections: Detections | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PostprocessRequest:
+    """What a backend that can postprocess on the device needs of one frame.
+
+    Attributes:
+        decoder: the model's output decoder (``model.type``: ``yolox``...).
+        letterbox: how the frame was placed into the input.
+        score_threshold: the camera's threshold.
+        class_ids: the camera's classes (None: all).
+        iou_threshold: NMS IoU threshold.
+    """
+
+    decoder: str
+    letterbox: Letterbox
+    score_threshold: float
+    class_ids: frozenset[int] | None
+    iou_threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitTag:
+    """A submission's tag that lets the backend postprocess on the device (None: it must
+    hand back the raw outputs)."""
+
+    postprocess: PostprocessRequest | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +306,9 @@ class FrameResult:
         height: original frame height.
         detections: boxes in original-frame pixels.
         labels: the model's class names (a plain sequence of names is converted).
-        image: the original frame (read-only). Sinks that draw make a copy.
+        image: the original frame (read-only). Sinks that draw make a copy. A ``DeviceImage``
+            (NVDEC cameras) is downloaded with ``host_image`` only by a sink that uses it
+            (a watched live view, a due snapshot).
         epoch: the frame's stream epoch (see ``Frame.epoch``).
         events: zone and line events of this frame (cameras with zones or lines only).
         still_frames: see ``Frame.still_frames``.
@@ -252,7 +323,7 @@ class FrameResult:
     height: int
     detections: Detections
     labels: Labels = field(repr=False, default=Labels())
-    image: npt.NDArray[np.uint8] | None = field(repr=False, default=None)
+    image: Image | None = field(repr=False, default=None)
     epoch: int = 0
     events: tuple[TrackEvent, ...] = ()
     still_frames: int = 0

@@ -11,6 +11,7 @@ from tests.component.test_streamset_fake_gpu import echo_decoder, make_backend
 from vidpipe import assemble
 from vidpipe import daemon as daemon_mod
 from vidpipe.config import Config
+from vidpipe.labels import Labels
 from vidpipe.model import LoadedModel
 
 pytestmark = pytest.mark.timeout(60)
@@ -24,7 +25,7 @@ def test_daemon_exits_nonzero_after_a_sticky_error_fake_gpu(
     monkeypatch.setattr(
         assemble,
         "open_model",
-        lambda model, inference: LoadedModel(backend, echo_decoder, ("a", "b"), 2),
+        lambda model, inference: LoadedModel(backend, echo_decoder, Labels(("a", "b")), 2),
     )
     cfg = Config.model_validate(
         {

@@ -91,6 +91,7 @@ class _Lent:
         self.max_batch = executor.max_batch
         self.description = executor.description
         self.create_context = executor.create_context
+        self.device_postprocess = executor.device_postprocess
 
     def close(self) -> None:
         """The owner closes the executor, not the backend it was lent to."""

@@ -1,6 +1,6 @@
 """Capture stage: one worker per camera, with reconnects, backoff and a stall watchdog."""
 
-from vidpipe.capture import pyav_source  # registers capture.backend "pyav"
+from vidpipe.capture import nvdec_source, pyav_source  # register decoders nvdec, pyav
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.pacing import Decimator
 from vidpipe.capture.source import PacketTap, StreamParams, TapPacket
@@ -22,5 +22,6 @@ __all__ = [
     "StreamParams",
     "TapPacket",
     "check_transition",
+    "nvdec_source",
     "pyav_source",
 ]

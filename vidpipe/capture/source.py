@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-import numpy as np
-
 from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.types import Image
 
 REASONS = (
     "host_not_found",
@@ -147,8 +146,9 @@ class Source(Protocol):
         """Connect and find the video stream. May block about the open timeout."""
         ...
 
-    def read(self) -> np.ndarray | None:
-        """The next decoded frame, ``(H, W, 3)`` uint8 BGR, or None at the end of the stream.
+    def read(self) -> Image | None:
+        """The next decoded frame, or None at the end of the stream: ``(H, W, 3)`` uint8 BGR
+        in host memory, or a ``DeviceImage`` (a decoder whose frames stay on the GPU).
 
         May block about the read timeout.
         """
@@ -160,16 +160,17 @@ class Source(Protocol):
 SourceFactory = Callable[[CameraConfig, CaptureConfig], Source]
 
 SOURCES: dict[str, SourceFactory] = {}
-"""``capture.backend`` value -> factory; backends register themselves on import."""
+"""``capture.decoder`` value -> factory; decoders register themselves on import."""
 
 
-def register_source(backend: str, factory: SourceFactory) -> None:
-    SOURCES[backend] = factory
+def register_source(decoder: str, factory: SourceFactory) -> None:
+    SOURCES[decoder] = factory
 
 
 def make_source(camera: CameraConfig, defaults: CaptureConfig) -> Source:
-    """The unopened source for ``camera`` from the configured backend."""
-    return SOURCES[defaults.backend](camera, defaults)
+    """The unopened source for ``camera`` from its decoder (``capture.decoder`` unless the
+    camera sets its own)."""
+    return SOURCES[camera.decoder or defaults.decoder](camera, defaults)
 
 
 def source_for(url: str) -> str:

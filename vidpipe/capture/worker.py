@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.motion import MotionGate
@@ -48,7 +46,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, Frame
+from vidpipe.types import CameraState, DeviceImage, Frame, Image
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -135,7 +133,8 @@ class CaptureWorker:
             ``newest`` for streams).
         metrics: the camera's metric children.
         on_state: called as ``on_state(camera_name, state)`` on every state change, on the
-            supervisor thread; it must not block.
+            supervisor thread (STREAMING: on the reader, before the first frame is handed on);
+            it must not block.
         clock: monotonic clock for frame timestamps and the watchdog.
     """
 
@@ -325,8 +324,6 @@ class CaptureWorker:
         stall_s = self._defaults.stall_timeout_s
         open_s = self._defaults.open_timeout_ms / 1000.0
         while not self._stop.wait(self._POLL_S):
-            if session.frames and self._state is CameraState.CONNECTING:
-                self._streaming(session)
             if session.done.is_set():
                 return session.outcome
             idle_s = session.idle_s(self._clock())
@@ -342,7 +339,14 @@ class CaptureWorker:
         return None
 
     def _streaming(self, session: _Session) -> None:
-        self._set_state(CameraState.STREAMING)
+        """CONNECTING -> STREAMING, on the reader thread before its first frame is handed on,
+        so that no consumer (MQTT's state topic, the status page) sees results from a camera
+        still reported as connecting. A session the supervisor has already abandoned (it may
+        be in BACKOFF by now) changes nothing."""
+        if session.cancel.is_set():
+            return
+        if not self._set_state(CameraState.STREAMING, only_from=CameraState.CONNECTING):
+            return
         self._backoff.reset()
         info = session.info
         size = f"{info.width}x{info.height}" if info else "?"
@@ -361,15 +365,18 @@ class CaptureWorker:
         )
         return not self._stop.wait(step.delay_s)
 
-    def _set_state(self, new: CameraState) -> None:
+    def _set_state(self, new: CameraState, only_from: CameraState | None = None) -> bool:
+        """Change the state (checked); with ``only_from``, only from that state. True if it
+        changed."""
         with self._state_lock:
             old = self._state
-            if old is new:
-                return
+            if old is new or (only_from is not None and old is not only_from):
+                return False
             check_transition(old, new)
             self._state = new
         self._metrics.set_state(new)
         self._notify(new)
+        return True
 
     def _notify(self, state: CameraState) -> None:
         if self._on_state is None:
@@ -488,7 +495,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, image: np.ndarray, fresh: bool) -> bool:
+    def _emit(self, session: _Session, image: Image, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
@@ -501,6 +508,8 @@ class CaptureWorker:
         if session.seq0 is None:
             session.seq0 = seq
         session.frames += 1
+        if session.frames == 1:
+            self._streaming(session)
         if fresh:
             session.last_progress_s = now
             self._last_frame_s = now
@@ -511,7 +520,10 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
-        still_frames = 0 if self._motion is None else self._motion.admit(image, t_sched)
+        # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
+        still_frames: int | None = 0
+        if self._motion is not None and not isinstance(image, DeviceImage):
+            still_frames = self._motion.admit(image, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
         session.in_put = True

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from vidpipe.config.base import SECRET, ConfigModel
-from vidpipe.config.inference import InferenceConfig, ModelConfig, OpenVINOConfig
+from vidpipe.config.inference import GpuConfig, InferenceConfig, ModelConfig, OpenVINOConfig
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.sinks import SinkConfig
 
@@ -25,6 +25,10 @@ class SchedulerConfig(ConfigModel):
     max_frame_age_ms: float = Field(
         1000, gt=0, description="frames older than this when a slot frees up are dropped"
     )
+
+
+Decoder = Literal["pyav", "nvdec"]
+"""A capture decoder: the key of its source in ``vidpipe.capture.source.SOURCES``."""
 
 
 class MotionConfig(ConfigModel):
@@ -53,7 +57,12 @@ class MotionConfig(ConfigModel):
 class CaptureConfig(ConfigModel):
     """Defaults for every camera's capture worker."""
 
-    backend: Literal["pyav"] = Field("pyav", description="capture library (PyAV: libav)")
+    decoder: Decoder = Field(
+        "pyav",
+        description="every camera's decoder unless it sets its own: pyav (libav on the CPU, "
+        "frames in host memory) or nvdec (PyNvVideoCodec on the GPU, frames stay on the GPU "
+        "that runs the camera's batches; needs inference type torch)",
+    )
     hwaccel: Literal["none", "auto", "cuda", "vaapi", "qsv"] = Field(
         "none",
         description="hardware decode device; auto tries cuda, vaapi, qsv; a device that does "
@@ -97,6 +106,13 @@ class CameraConfig(ConfigModel):
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    decoder: Decoder | None = Field(None, description="this camera's decoder (capture.decoder)")
+    gpu: int | None = Field(
+        None,
+        ge=0,
+        description="nvdec cameras: the CUDA device that decodes this camera and runs its "
+        "batches, one of inference.devices (default 0)",
+    )
     motion: MotionConfig | None = Field(
         None, description="motion gate (replaces capture.motion as a whole); default: that"
     )
@@ -199,6 +215,43 @@ class Config(ConfigModel):
         if isinstance(inference, dict) and "type" not in inference:
             data = {**data, "inference": {"type": "openvino", **inference}}
         return data
+
+    def decoder_of(self, camera: CameraConfig) -> str:
+        """The camera's decoder: its own setting, else ``capture.decoder``."""
+        return camera.decoder or self.capture.decoder
+
+    @model_validator(mode="after")
+    def _nvdec_where_it_works(self) -> Config:
+        """NVDEC frames stay on the GPU: only a GPU backend that letterboxes them can take
+        them (type torch), and only on one of its devices."""
+        for i, cam in enumerate(self.cameras):
+            if self.decoder_of(cam) != "nvdec":
+                if cam.gpu is not None:
+                    raise ValueError(
+                        f"cameras[{i}].gpu: camera {cam.name!r}: gpu applies to nvdec cameras "
+                        "only (set decoder: nvdec, or remove gpu)"
+                    )
+                continue
+            where = f"cameras[{i}].decoder" if cam.decoder else "capture.decoder"
+            if (cam.motion or self.capture.motion).enabled:
+                raise ValueError(
+                    f"{where}: camera {cam.name!r} decodes with nvdec, but its motion gate "
+                    "compares pictures on the CPU: turn motion off for it, or use decoder pyav"
+                )
+            if not isinstance(self.inference, GpuConfig) or self.inference.type != "torch":
+                raise ValueError(
+                    f"{where}: camera {cam.name!r} decodes with nvdec, whose frames stay on "
+                    f"the GPU, but inference type {self.inference.type!r} cannot take them: "
+                    "use inference type torch, or decoder pyav"
+                )
+            gpu = 0 if cam.gpu is None else cam.gpu
+            if gpu not in self.inference.devices:
+                field = f"cameras[{i}].gpu" if cam.gpu is not None else where
+                raise ValueError(
+                    f"{field}: camera {cam.name!r} would decode on GPU {gpu}, which is not in "
+                    f"inference.devices {self.inference.devices}: set gpu to one of them"
+                )
+        return self
 
     @model_validator(mode="after")
     def _unique_cameras(self) -> Config:

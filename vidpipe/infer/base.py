@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vidpipe.types import Completion, TensorSpec
+from vidpipe.types import Completion, DeviceImage, TensorSpec
 
 
 class BackendError(Exception):
@@ -37,9 +37,17 @@ class InferenceBackend(Protocol):
     description: dict[str, str]
 
     def submit(
-        self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
+        self,
+        tensor: np.ndarray | DeviceImage,
+        buffer_index: int,
+        tag: Any,
+        on_done: Callable[[Completion], None],
     ) -> None:
-        """Start inference on ``tensor`` (owned by the caller until ``on_done`` runs)."""
+        """Start inference on ``tensor`` (owned by the caller until ``on_done`` runs).
+
+        A ``DeviceImage`` (an NVDEC frame, still on the GPU) is accepted only by the GPU
+        backend, which letterboxes it into its batch; config validation keeps it from others.
+        """
         ...
 
     def wait_slot(self, timeout_s: float) -> bool:

@@ -230,3 +230,7 @@ class CudaRuntime:
     def copy_d2h(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
         check(self._rt.cudaMemcpyAsync(dst, src, nbytes, kind, stream), "cudaMemcpyAsync D2H")
+
+    def copy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        kind = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        check(self._rt.cudaMemcpyAsync(dst, src, nbytes, kind, stream), "cudaMemcpyAsync D2D")

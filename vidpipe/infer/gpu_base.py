@@ -8,7 +8,10 @@ to the GPU only through these two interfaces, so it does not care which engine r
 * ``BatchExecutor``: the model. ``create_context(stream)`` gives one execution context per
   slot, and ``ExecContext.enqueue`` queues one batch on that slot's stream, reading the
   device input and writing the device outputs, without waiting (TensorRT's
-  ``execute_async_v3``; PyTorch on a ``torch.cuda.ExternalStream``).
+  ``execute_async_v3``; PyTorch on a ``torch.cuda.ExternalStream``). ``ExecContext.letterbox``
+  writes GPU pictures (NVDEC frames) into rows of the slot's input, and
+  ``BatchExecutor.device_postprocess`` postprocesses a batch's outputs on the device; the
+  PyTorch executor has both, TensorRT neither.
 
 Tensors crossing the seam (one frame; the batch dimension comes first on the device):
 input ``(H, W, 3)`` uint8 BGR letterboxed (the executors turn it into the model's float
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+
+from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class GpuRuntime(Protocol):
     def event_wait(self, event: int) -> None: ...
     def copy_h2d(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
     def copy_d2h(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
+    def copy_d2d(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
 
 
 class ExecContext(Protocol):
@@ -81,7 +87,24 @@ class ExecContext(Protocol):
         """Queue inference of the first ``batch`` frames of the bound input on the stream."""
         ...
 
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """Queue, on the stream, the letterbox of each GPU picture into its row of the bound
+        input (NV12 to BGR, resize, pad 114: ``vidpipe.preprocess.gpu``). Raises
+        BackendError if the executor cannot read GPU pictures."""
+        ...
+
     def close(self) -> None: ...
+
+
+class DevicePostprocess(Protocol):
+    """Postprocessing of a batch's outputs where they are, on the device."""
+
+    def __call__(
+        self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
+    ) -> list[Detections]:
+        """Final detections of the first ``batch`` frames of ``d_outputs`` (device pointers,
+        complete when called), one list entry per frame. Only these come back to the host."""
+        ...
 
 
 class BatchExecutor(Protocol):
@@ -90,6 +113,12 @@ class BatchExecutor(Protocol):
     io: ModelIO
     max_batch: int
     description: dict[str, str]
+
+    def device_postprocess(self, decoder: str) -> DevicePostprocess | None:
+        """A new postprocessor for ``decoder`` (a model type) on this device, or None if the
+        executor has none (the stream set then copies the raw outputs to the host). Each
+        completion thread gets its own."""
+        ...
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> ExecContext:
         """A context that reads ``d_input`` and writes ``d_outputs`` (device pointers)."""

@@ -28,7 +28,7 @@ from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.base import BackendError
-from vidpipe.types import Completion, TensorSpec
+from vidpipe.types import Completion, DeviceImage, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -221,9 +221,15 @@ class OpenVINOBackend:
         self._observe_batch = observe
 
     def submit(
-        self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
+        self,
+        tensor: np.ndarray | DeviceImage,
+        buffer_index: int,
+        tag: Any,
+        on_done: Callable[[Completion], None],
     ) -> None:
         """Start one request. Call from one thread only; ``wait_slot`` first."""
+        if isinstance(tensor, DeviceImage):  # config validation refuses nvdec with openvino
+            raise BackendError("OpenVINO cannot take a GPU frame (decoder nvdec)")
         ov_tensor = self._tensors.get(buffer_index)
         if ov_tensor is None:  # pool buffers are fixed: one shared-memory Tensor per buffer
             ov_tensor = ov.Tensor(tensor, shared_memory=True)

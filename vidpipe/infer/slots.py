@@ -11,12 +11,16 @@ A submission on a slot (``DeviceStreamSet.dispatch``):
 1. copies host to device asynchronously,
 2. binds the tensor addresses and enqueues the batch (the executor: ``set_tensor_address`` +
    ``execute_async_v3`` for TensorRT),
-3. copies device to host asynchronously,
+3. copies device to host asynchronously, or, when every frame's tag asks for postprocessing
+   on the device (``SubmitTag``) and the executor has it (``device_postprocess``: YOLOX with
+   the torch executor), device to device into the I/O set's own output copy (the slot's
+   outputs are overwritten by its next batch),
 4. records the I/O set's event.
 
 One completion thread per slot waits on its events in submission order (never
 ``cudaStreamSynchronize`` on the submitting thread), copies the batch's outputs out of the
-pinned buffers, frees the I/O set, and hands every frame's ``Completion`` to its callback.
+pinned buffers (or postprocesses the device copy, so that only each frame's kept detections
+come back), frees the I/O set, and hands every frame's ``Completion`` to its callback.
 A thread per slot rather than per device: the output copies (1.2 MB a frame for YOLOX at
 416) then run side by side, the GIL released by numpy, instead of queueing behind each other.
 """
@@ -35,8 +39,14 @@ from typing import Any
 import numpy as np
 
 from vidpipe.infer.cuda_rt import CudaError, FatalDeviceError
-from vidpipe.infer.gpu_base import BatchExecutor, ExecContext, GpuRuntime, HostArray
-from vidpipe.types import Completion
+from vidpipe.infer.gpu_base import (
+    BatchExecutor,
+    DevicePostprocess,
+    ExecContext,
+    GpuRuntime,
+    HostArray,
+)
+from vidpipe.types import Completion, SubmitTag
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +62,8 @@ class IoSet:
     host_in: HostArray
     host_out: list[HostArray]
     event: int
+    # device copies of the outputs, for postprocessing on the device (allocated on first use)
+    d_out: list[int] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -67,16 +79,24 @@ class Slot:
     queued: int = 0  # batches enqueued on the stream and not yet completed
     fifo: queue.SimpleQueue[Batch | None] = field(default_factory=queue.SimpleQueue)
     thread: threading.Thread | None = None
+    # decoder -> this slot's device postprocessor (None: the executor has none)
+    post: dict[str, DevicePostprocess | None] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
 class Batch:
-    """Frames gathered into one I/O set: (tag, on_done, submit time) per frame, in order."""
+    """Frames gathered into one I/O set: (tag, on_done, submit time) per frame, in order.
+
+    ``device_rows`` are the rows whose frame is still on the GPU (an NVDEC picture): their
+    host input row is unused; the dispatch letterboxes the picture into the device input.
+    """
 
     io: IoSet
     owner: DeviceStreamSet
     t_open: float
     entries: list[tuple[Any, OnDone, float]] = field(default_factory=list)
+    device_rows: list[tuple[int, Any]] = field(default_factory=list)
+    post: DevicePostprocess | None = None  # set at dispatch: postprocessed on the device
 
 
 class DeviceStreamSet:
@@ -171,18 +191,19 @@ class DeviceStreamSet:
                 return
             try:
                 rt.activate()
-                rt.copy_h2d(
-                    slot.d_input,
-                    io.host_in.ptr,
-                    n * self.executor.io.input.frame_elems,
-                    slot.stream,
-                )
                 assert slot.ctx is not None
+                if len(batch.device_rows) < n:  # some frames came letterboxed from the host
+                    rt.copy_h2d(
+                        slot.d_input,
+                        io.host_in.ptr,
+                        n * self.executor.io.input.frame_elems,
+                        slot.stream,
+                    )
+                if batch.device_rows:  # after the copy on the stream: it overwrites those rows
+                    slot.ctx.letterbox(batch.device_rows)
                 slot.ctx.enqueue(n)
-                for out, d_out, h_out in zip(
-                    self.executor.io.outputs, slot.d_outputs, io.host_out, strict=True
-                ):
-                    rt.copy_d2h(h_out.ptr, d_out, n * out.frame_elems * 4, slot.stream)
+                batch.post = self._post_for(batch)
+                self._copy_outputs(batch, n)
                 rt.event_record(io.event, slot.stream)
             except BaseException as exc:
                 self._dispatch_failed(batch, exc)
@@ -192,6 +213,35 @@ class DeviceStreamSet:
             self.batches += 1
             self.frames += n
             slot.fifo.put(batch)  # inside the lock: completion order follows enqueue order
+
+    def _post_for(self, batch: Batch) -> DevicePostprocess | None:
+        """The slot's device postprocessor when every frame asks for the same decoder."""
+        names = {
+            tag.postprocess.decoder if isinstance(tag, SubmitTag) and tag.postprocess else None
+            for tag, _, _ in batch.entries
+        }
+        name = names.pop() if len(names) == 1 else None
+        if name is None:
+            return None
+        slot = batch.io.slot
+        if name not in slot.post:
+            slot.post[name] = self.executor.device_postprocess(name)
+        return slot.post[name]
+
+    def _copy_outputs(self, batch: Batch, n: int) -> None:
+        """Queue the outputs' copies: to the I/O set's device copy when they are
+        postprocessed on the device (the slot's own outputs are overwritten by its next
+        batch), else to its pinned host outputs."""
+        io, slot, rt = batch.io, batch.io.slot, self.runtime
+        outputs = self.executor.io.outputs
+        if batch.post is not None and not io.d_out:
+            io.d_out = [rt.device_alloc(self.max_batch * o.frame_elems * 4) for o in outputs]
+        for i, (out, d_out) in enumerate(zip(outputs, slot.d_outputs, strict=True)):
+            nbytes = n * out.frame_elems * 4
+            if batch.post is not None:
+                rt.copy_d2d(io.d_out[i], d_out, nbytes, slot.stream)
+            else:
+                rt.copy_d2h(io.host_out[i].ptr, d_out, nbytes, slot.stream)
 
     def _dispatch_failed(self, batch: Batch, exc: BaseException) -> None:
         """Decide whether the device is gone (sticky) or only this batch failed."""
@@ -248,6 +298,9 @@ class DeviceStreamSet:
         if self.fatal is not None:
             self._fail(batch, self.fatal)
             return
+        if batch.post is not None:
+            self._complete_on_device(batch, batch.post)
+            return
         t_done = time.perf_counter()
         n = len(batch.entries)
         copies = [h.array[:n].copy() for h in io.host_out]  # one copy per batch and output
@@ -256,6 +309,21 @@ class DeviceStreamSet:
         self._release(batch)
         for (tag, on_done, t0), outputs in zip(entries, per_frame, strict=True):
             self._deliver(on_done, Completion(tag, outputs, None, t_done - t0))
+
+    def _complete_on_device(self, batch: Batch, post: DevicePostprocess) -> None:
+        """Postprocess the batch's device outputs; only the kept detections come back."""
+        requests = [tag.postprocess for tag, _, _ in batch.entries]
+        try:
+            found = post(batch.io.d_out, len(batch.entries), requests)
+        except BaseException as exc:
+            log.error("GPU %d: postprocessing a batch failed: %s", self.runtime.device, exc)
+            self._fail(batch, exc)
+            return
+        t_done = time.perf_counter()
+        entries = batch.entries
+        self._release(batch)
+        for (tag, on_done, t0), dets in zip(entries, found, strict=True):
+            self._deliver(on_done, Completion(tag, None, None, t_done - t0, dets))
 
     def fail_undispatched(self, batch: Batch, exc: BaseException) -> None:
         """Fail a gathered batch that was never dispatched (the device died meanwhile)."""
@@ -273,6 +341,8 @@ class DeviceStreamSet:
     def _release(self, batch: Batch) -> None:
         n = len(batch.entries)
         batch.entries = []
+        batch.device_rows = []  # the pictures were read by the batch's kernels: let them go
+        batch.post = None
         with self._lock:
             self._free.append(batch.io)
             self.pending -= n
@@ -324,6 +394,7 @@ class DeviceStreamSet:
             out.append(("event", functools.partial(rt.event_destroy, io.event)))
             out.append(("host input", functools.partial(rt.host_free, io.host_in)))
             out += [("host output", functools.partial(rt.host_free, h)) for h in io.host_out]
+            out += [("device output copy", functools.partial(rt.device_free, p)) for p in io.d_out]
         if slot.d_input:
             out.append(("device input", functools.partial(rt.device_free, slot.d_input)))
         out += [("device output", functools.partial(rt.device_free, p)) for p in slot.d_outputs]

@@ -3,8 +3,10 @@
 The Engine's scheduler takes frames round-robin across cameras (``FrameHub``) and submits
 them one at a time, as with OpenVINO. This backend gathers them, like DeepStream's
 nvstreammux: a batch is *open* until it holds ``max_batch`` frames or ``batch_timeout_ms``
-has passed since its first frame, then it is dispatched to its GPU's stream set. Each frame is
-copied straight into the pinned input of the batch's I/O set, so round-robin order and
+has passed since its first frame, then it is dispatched to its GPU's stream set. Each host
+frame is copied straight into the pinned input of the batch's I/O set; a frame still on the
+GPU (NVDEC) is letterboxed at dispatch into the slot's device input, on the slot's stream, one
+call per batch into the executor. Round-robin order and
 fairness carry over unchanged, and each frame's outputs come back to its own callback with
 its own tag (the camera and frame travel in the tag).
 
@@ -28,7 +30,7 @@ from vidpipe.infer.base import BackendError
 from vidpipe.infer.cuda_rt import FatalDeviceError
 from vidpipe.infer.gpu_base import BatchExecutor, GpuRuntime
 from vidpipe.infer.slots import Batch, DeviceStreamSet
-from vidpipe.types import Completion, TensorSpec
+from vidpipe.types import Completion, DeviceImage, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -122,41 +124,72 @@ class StreamSetBackend:
     # ------------------------------------------------------------------ submission
 
     def submit(
-        self, tensor: np.ndarray, buffer_index: int, tag: Any, on_done: Callable[[Completion], None]
+        self,
+        tensor: np.ndarray | DeviceImage,
+        buffer_index: int,
+        tag: Any,
+        on_done: Callable[[Completion], None],
     ) -> None:
-        """Copy one letterboxed ``(1, H, W, 3)`` u8 frame into the open batch.
+        """Add one frame to the open batch: a letterboxed ``(1, H, W, 3)`` u8 host frame
+        (copied into the batch's pinned input), or a ``DeviceImage`` (kept as it is and
+        letterboxed on the GPU into the batch's device input at dispatch: no pixel crosses
+        to the host).
 
-        The frame's ``Completion`` (outputs with a batch dimension of 1) reaches ``on_done``
-        on the completion thread. Raises BackendError when closed, FatalDeviceError when the
-        GPU is unusable.
+        A device frame joins a batch on its own GPU: an open batch on another GPU is
+        dispatched first. The frame's ``Completion`` (outputs with a batch dimension of 1)
+        reaches ``on_done`` on the completion thread. Raises BackendError when closed or
+        given a bad frame, FatalDeviceError when the GPU is unusable.
         """
-        if tensor.shape != self.input_spec.shape or tensor.dtype != np.uint8:
+        device = tensor if isinstance(tensor, DeviceImage) else None
+        host = None if isinstance(tensor, DeviceImage) else tensor
+        if host is not None and (host.shape != self.input_spec.shape or host.dtype != np.uint8):
             raise BackendError(
                 f"GPU backend expects a uint8 tensor of shape {self.input_spec.shape}, got "
-                f"{tensor.dtype} {tensor.shape}"
+                f"{host.dtype} {host.shape}"
             )
-        full: Batch | None = None
+        gpu = None if device is None else self._set_index(device.gpu)
+        ready: list[Batch] = []
         with self._cond:
-            batch = self._open or self._open_batch()
-            batch.io.host_in.array[len(batch.entries)] = tensor[0]
+            batch = self._open
+            if batch is not None and gpu is not None and batch.owner is not self.sets[gpu]:
+                ready.append(batch)  # a device frame cannot join another GPU's batch
+                batch = self._open = None
+            batch = batch or self._open_batch(gpu)
+            row = len(batch.entries)
+            if host is not None:
+                batch.io.host_in.array[row] = host[0]
+            elif device is not None:
+                batch.device_rows.append((row, device))
             batch.entries.append((tag, on_done, time.perf_counter()))
             self._inflight += 1
             if len(batch.entries) >= batch.owner.max_batch:
-                full, self._open = batch, None
+                ready.append(batch)
+                self._open = None
             elif len(batch.entries) == 1:
                 self._cond.notify_all()  # the flusher starts this batch's timer
-        if full is not None:
+        for full in ready:
             self._dispatch(full)
 
-    def _open_batch(self) -> Batch:
-        """A new open batch on the least-loaded GPU with a free I/O set (lock held)."""
+    def _set_index(self, gpu: int) -> int:
+        for i, s in enumerate(self.sets):
+            if s.runtime.device == gpu:
+                return i
+        raise BackendError(
+            f"a frame decoded on GPU {gpu}, but this backend runs on GPU(s) "
+            f"{[s.runtime.device for s in self.sets]}"
+        )
+
+    def _open_batch(self, only: int | None = None) -> Batch:
+        """A new open batch on the least-loaded GPU with a free I/O set, or on the set
+        ``only`` (lock held)."""
         deadline = time.monotonic() + _IO_WAIT_S
         while True:
             if self._closed:
                 raise BackendError("backend is closed")
             if self.fatal is not None:
                 raise FatalDeviceError(str(self.fatal))
-            for s in sorted(self.sets, key=lambda s: s.pending):
+            sets = self.sets if only is None else [self.sets[only]]
+            for s in sorted(sets, key=lambda s: s.pending):
                 io = s.take_io_set() if s.fatal is None else None
                 if io is not None:
                     self._open = Batch(io, s, time.monotonic())

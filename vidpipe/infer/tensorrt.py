@@ -166,6 +166,9 @@ class TensorRTContext:
         if not self._ctx.execute_async_v3(self._stream):
             raise BackendError("TensorRT execute_async_v3 failed (see the tensorrt log lines)")
 
+    def letterbox(self, rows: list[tuple[int, Any]]) -> None:
+        raise BackendError("TensorRT cannot read GPU frames (decoder nvdec): use type torch")
+
     def close(self) -> None:
         self._ctx = None
 
@@ -242,6 +245,9 @@ class TensorRTExecutor:
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> TensorRTContext:
         return TensorRTContext(self, stream, d_input, d_outputs)
+
+    def device_postprocess(self, decoder: str) -> None:
+        return None  # outputs go to the host; postprocessing on the GPU needs type torch
 
     def close(self) -> None:
         self.engine = None

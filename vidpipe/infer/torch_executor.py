@@ -25,8 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
+from vidpipe.postprocess.gpu import YoloxGpuPostprocess
+from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
+from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +135,35 @@ class TorchContext:
             with torch.inference_mode():
                 self._run(batch)
 
+    def letterbox(self, rows: list[tuple[int, DeviceImage]]) -> None:
+        """Letterbox GPU pictures into their rows of this slot's input, on the slot's stream.
+
+        Pictures of one size are converted together (one pass of kernels per size, not per
+        frame). The stream first waits for each picture's ``ready`` event (it was copied on
+        the decoding thread's stream), and each picture is marked as used on this stream, so
+        that PyTorch's allocator does not hand its memory out again before the kernels ran.
+        """
+        torch = self._ex.torch
+        by_size: dict[tuple[int, int], list[tuple[int, DeviceImage]]] = {}
+        for row, image in rows:
+            by_size.setdefault((image.height, image.width), []).append((row, image))
+        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
+            for group in by_size.values():
+                for _, image in group:
+                    if image.ready is not None:
+                        self.stream.wait_event(image.ready)
+                    image.nv12.record_stream(self.stream)
+                idx = [row for row, _ in group]
+                nv12 = torch.stack([image.nv12 for _, image in group])
+                if idx == list(range(idx[0], idx[0] + len(idx))):  # contiguous rows: a view
+                    nv12_letterbox_batch_into(torch, nv12, self._input[idx[0] : idx[0] + len(idx)])
+                    continue
+                out = torch.empty(
+                    (len(idx), *self._input.shape[1:]), dtype=torch.uint8, device=self._ex.device
+                )
+                nv12_letterbox_batch_into(torch, nv12, out)
+                self._input.index_copy_(0, torch.tensor(idx, device=self._ex.device), out)
+
     def close(self) -> None:
         self._graphs = {}
         self._input = None
@@ -206,8 +240,49 @@ class TorchExecutor:
             time.perf_counter() - t0,
         )
 
+    def device_postprocess(self, decoder: str) -> TorchYoloxPostprocess | None:
+        """YOLOX decode, score filter and class-aware NMS on this GPU
+        (``vidpipe.postprocess.gpu``); other decoders: None (the host postprocesses)."""
+        if decoder != "yolox" or len(self.io.outputs) != 1:
+            return None
+        return TorchYoloxPostprocess(self)
+
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> TorchContext:
         return TorchContext(self, stream, d_input, d_outputs)
 
     def close(self) -> None:
         self.module = None
+
+
+class TorchYoloxPostprocess:
+    """``DevicePostprocess`` for YOLOX: the I/O set's device output copy seen as a tensor
+    (no copy), postprocessed by ``YoloxGpuPostprocess``. One per completion thread (it keeps
+    per-call state)."""
+
+    def __init__(self, ex: TorchExecutor) -> None:
+        self._ex = ex
+        self._shape = ex.io.outputs[0].shape  # (A, 5 + C)
+        self._classes = int(self._shape[-1]) - 5
+        h, w = ex.io.input.shape[:2]
+        self._post = YoloxGpuPostprocess(ex.torch, ex.device, w, h, self._classes, 0.45)
+
+    def __call__(
+        self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
+    ) -> list[Detections]:
+        torch = self._ex.torch
+        out = torch.as_tensor(
+            _DeviceArray(d_outputs[0], (batch, *self._shape), "<f4"), device=self._ex.device
+        )
+        masks = None
+        if any(r.class_ids is not None for r in requests):
+            keep = np.ones((batch, self._classes), bool)
+            for i, r in enumerate(requests):
+                if r.class_ids is not None:
+                    keep[i] = False
+                    keep[i, [c for c in r.class_ids if 0 <= c < self._classes]] = True
+            masks = torch.from_numpy(keep).to(self._ex.device)
+        self._post.iou_threshold = float(requests[0].iou_threshold)
+        with torch.cuda.device(self._ex.device), torch.inference_mode():
+            return self._post(
+                out, [r.letterbox for r in requests], [r.score_threshold for r in requests], masks
+            )

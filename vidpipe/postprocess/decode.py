@@ -255,6 +255,9 @@ DECODERS: dict[str, Decoder] = {
 }
 """Model type -> decoder, of every registered type."""
 
+DECODER_NAMES: dict[Decoder, str] = {decoder: name for name, decoder in DECODERS.items()}
+"""Decoder -> its model type (what a backend that postprocesses on the device is told)."""
+
 
 def check_output_shapes(
     model_type: str,

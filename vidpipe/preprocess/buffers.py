@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
-from vidpipe.types import Letterbox, TensorSpec
+from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_geometry, letterbox_into
+from vidpipe.types import DeviceImage, Image, Letterbox, TensorSpec
 
 
 @dataclass(eq=False)
@@ -33,8 +33,17 @@ class InputBuffer:
     hwc: npt.NDArray[np.uint8]
     tensor: np.ndarray
 
-    def fill(self, image: npt.NDArray[np.uint8]) -> Letterbox:
-        """Letterbox ``image`` into this buffer and convert it to the tensor layout."""
+    def fill(self, image: Image) -> Letterbox:
+        """Letterbox ``image`` into this buffer and convert it to the tensor layout.
+
+        A ``DeviceImage`` is not touched here: the GPU backend letterboxes it straight into
+        its batch's device input (no pixel crosses to the host); only the mapping is computed.
+        """
+        if isinstance(image, DeviceImage):
+            scale, _, _ = letterbox_geometry(
+                image.width, image.height, self.hwc.shape[1], self.hwc.shape[0]
+            )
+            return Letterbox(scale=scale, src_w=image.width, src_h=image.height)
         lb = letterbox_into(image, self.hwc)
         if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
             hwc_to_chw_float(self.hwc, self.tensor[0])

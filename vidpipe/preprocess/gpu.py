@@ -91,6 +91,52 @@ def _nv12_to_bgr(torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_
     return planes.permute(1, 2, 0).to(torch.uint8)
 
 
+def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
+    """Letterbox ``B`` NV12 frames of one size into ``dst`` as BGR, in one pass of kernels.
+
+    The same arithmetic as :func:`nv12_letterbox_into`, frame for frame (a batch dimension in
+    front), so the stream set's Python is per batch and size, not per frame.
+
+    Args:
+        torch: the ``torch`` module.
+        nv12: ``(B, H * 3 // 2, W)`` uint8 CUDA tensor (H and W even).
+        dst: ``(B, h, w, 3)`` uint8 CUDA tensor (or view) on the same device, overwritten.
+
+    Returns:
+        The mapping back to frame pixels (the same for every frame of the batch).
+    """
+    if nv12.dim() != 3 or nv12.dtype != torch.uint8 or nv12.shape[1] % 3 or nv12.shape[2] % 2:
+        raise ValueError(
+            f"NV12 batch must be a (B, H*3/2, W) uint8 tensor with H, W even, got "
+            f"{nv12.dtype} {tuple(nv12.shape)}"
+        )
+    if dst.dim() != 4 or dst.shape[0] != nv12.shape[0] or dst.shape[3] != 3:
+        raise ValueError(f"destination must be (B, h, w, 3) uint8, got {tuple(dst.shape)}")
+    b, src_h, src_w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
+    dst_h, dst_w = dst.shape[1], dst.shape[2]
+    scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
+    y = (nv12[:, :src_h].to(torch.float32) - 16.0) * _Y_GAIN
+    uv = nv12[:, src_h:].reshape(b, src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
+    uv = uv.repeat_interleave(2, dim=1).repeat_interleave(2, dim=2)
+    u, v = uv[..., 0], uv[..., 1]
+    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV], dim=1)
+    planes = planes.round_().clamp_(0.0, 255.0)
+    if (new_h, new_w) != (src_h, src_w):
+        planes = (
+            torch.nn.functional.interpolate(
+                planes, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=False
+            )
+            .round_()
+            .clamp_(0.0, 255.0)
+        )
+    dst[:, :new_h, :new_w].copy_(planes.permute(0, 2, 3, 1).to(torch.uint8))
+    if new_h < dst_h:
+        dst[:, new_h:].fill_(PAD_VALUE)
+    if new_w < dst_w:
+        dst[:, :new_h, new_w:].fill_(PAD_VALUE)
+    return Letterbox(scale=scale, src_w=int(src_w), src_h=int(src_h))
+
+
 def bgr_to_nv12(image: Any) -> Any:
     """A BGR ``(H, W, 3)`` uint8 numpy image as NV12 ``(H * 3 // 2, W)`` (tests, benchmarks).
 

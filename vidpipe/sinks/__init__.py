@@ -49,7 +49,7 @@ __all__ = [
 class CameraStateListener(Protocol):
     """A sink that is told when a camera's capture state changes (e.g. MQTT's state topic).
 
-    Called on the camera's supervisor thread: it must not block.
+    Called on one of the camera's capture threads: it must not block.
     """
 
     def camera_state(self, camera: str, state: CameraState) -> None: ...

@@ -23,7 +23,7 @@ import numpy as np
 from vidpipe.metrics import Metrics
 from vidpipe.sinks.record import detection_dicts
 from vidpipe.sinks.snapshot import DrawFn
-from vidpipe.types import FrameResult
+from vidpipe.types import FrameResult, host_image
 
 #: Output fps and latency percentiles are computed over this many recent seconds.
 WINDOW_S = 5.0
@@ -189,7 +189,7 @@ class LiveView:
     def _encode(self, result: FrameResult) -> bytes:
         assert result.image is not None
         # draw_detections draws on its own copy: the shared frame stays untouched
-        drawn = self._draw(result.image, result.detections, result.labels)
+        drawn = self._draw(host_image(result.image), result.detections, result.labels)
         if self._overlay is not None:
             drawn = self._overlay(result.camera, drawn)
         ok, buf = cv2.imencode(".jpg", drawn, self._encode_params)

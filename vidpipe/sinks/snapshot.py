@@ -21,7 +21,7 @@ import numpy as np
 
 from vidpipe.labels import Labels
 from vidpipe.sinks.paths import safe_join, safe_name
-from vidpipe.types import Detections, FrameResult
+from vidpipe.types import Detections, FrameResult, host_image
 
 #: ``draw(image, detections, labels) -> annotated image`` (postprocess.draw.draw_detections).
 DrawFn = Callable[[np.ndarray, Detections, Labels], np.ndarray]
@@ -118,7 +118,7 @@ class SnapshotSink:
                 "images when SinkPool.wants_images is true"
             )
         cam = self._camera(result.camera)
-        data = self._encode(result.image, result)
+        data = self._encode(host_image(result.image), result)
         cam.directory.mkdir(parents=True, exist_ok=True)
         path = cam.directory / f"{cam.safe}-{result.seq}.jpg"
         atomic_write(path, data)

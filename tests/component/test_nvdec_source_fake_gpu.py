@@ -1,0 +1,389 @@
+"""NVDEC cameras through the real capture worker, with a fake PyNvVideoCodec (no GPU here).
+
+The worker, its mailbox, backoff, watchdog and metrics are the production ones; only the
+decoder library is faked (``tests/unit/test_nvdec_fake_gpu.py``'s fake: packet ``k`` decodes
+to frame ``k``). A "device" frame is a numpy NV12 array whose every byte is ``k``. The real
+decoder runs in tests/gpu/test_nvdec_gpu.py and tests/gpu/test_nvdec_daemon_gpu.py on the H200.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDemuxer
+from vidpipe.capture import CaptureWorker
+from vidpipe.capture import source as capture_source
+from vidpipe.capture.nvdec import NvdecReader
+from vidpipe.capture.nvdec_source import NvdecSource, check_nvdec, nv12_to_bgr
+from vidpipe.capture.pyav_source import PyAVSource
+from vidpipe.config import CameraConfig, CaptureConfig, Config
+from vidpipe.handoff import FrameHub
+from vidpipe.metrics import Metrics
+from vidpipe.types import CameraState, DeviceImage, Frame
+
+W, H = 8, 6  # NV12: (H * 3 / 2, W)
+
+FAST = CaptureConfig(
+    decoder="nvdec",
+    backoff_initial_s=0.05,
+    backoff_max_s=0.1,
+    stall_timeout_s=0.5,
+    open_timeout_ms=500,
+    read_timeout_ms=500,
+)
+
+
+def _surface(k: int) -> np.ndarray:
+    return np.full((H * 3 // 2, W), k % 256, np.uint8)
+
+
+class Rig:
+    """A worker over one fake-NVDEC camera, its mailbox drained by a consumer thread."""
+
+    def __init__(self, codec: FakeCodec, policy: str = "block", **camera: Any) -> None:
+        self.codec = codec
+        self.cam = CameraConfig(name="gpu-cam", url="file:///clips/a.mp4", **camera)
+        self.metrics = Metrics()
+        self.hub = FrameHub()
+        self.frames: list[Frame] = []
+        self.states: list[CameraState] = []
+        self.box = self.hub.add(self.cam.name, policy, lambda f: None)  # type: ignore[arg-type]
+        self._stop = threading.Event()
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
+        self.worker = CaptureWorker(
+            self.cam,
+            FAST,
+            self.box,
+            self.metrics.camera(self.cam.name),
+            on_state=lambda _n, s: self.states.append(s),
+        )
+
+    def _consume(self) -> None:
+        while not self._stop.is_set():
+            frame = self.hub.take(0.02)
+            if frame is not None:
+                self.frames.append(frame)
+
+    def __enter__(self) -> Rig:
+        self._consumer.start()
+        self.worker.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.stop()
+        assert self.worker.join(5.0)
+        self._stop.set()
+        self._consumer.join(2.0)
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, {"camera": self.cam.name, **labels})
+        return value or 0.0
+
+
+def until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeCodec], None]:
+    """Make the ``nvdec`` decoder open its cameras through a fake PyNvVideoCodec."""
+
+    def install(codec: FakeCodec) -> None:
+        def factory(cam: CameraConfig, defaults: CaptureConfig) -> NvdecSource:
+            reader = NvdecReader(cam.url, gpu=cam.gpu or 0, codec=codec, to_tensor=_surface)
+            return NvdecSource(cam, defaults, reader=reader, own_copy=lambda s: (np.copy(s), None))
+
+        monkeypatch.setitem(capture_source.SOURCES, "nvdec", factory)
+
+    return install
+
+
+def _tags(frames: list[Frame]) -> list[int]:
+    out = []
+    for f in frames:
+        assert isinstance(f.image, DeviceImage)
+        out.append(int(f.image.nv12[0, 0]))
+    return out
+
+
+@pytest.mark.timeout(20)
+def test_file_camera_frames_stay_device_images_in_order_then_eof_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    codec = FakeCodec(packets=12, delay=2)
+    fake_nvdec(codec)
+    with Rig(codec, gpu=0) as rig:
+        until(lambda: rig.worker.state is CameraState.STOPPED)
+        until(lambda: len(rig.frames) == 12)
+    assert _tags(rig.frames) == list(range(12))
+    first = rig.frames[0]
+    assert isinstance(first.image, DeviceImage)
+    assert (first.width, first.height, first.image.gpu) == (W, H, 0)
+    assert rig.sample("vidpipe_frames_captured_total") == 12
+    assert CameraState.STREAMING in rig.states
+    assert CameraState.BACKOFF not in rig.states, "the end of a file is no error"
+
+
+@pytest.mark.timeout(20)
+def test_looping_file_reopens_with_a_new_epoch_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    codec = FakeCodec(packets=5, delay=1)
+    fake_nvdec(codec)
+    with Rig(codec, loop=True) as rig:
+        until(lambda: len(rig.frames) >= 12)
+    assert _tags(rig.frames[:12]) == [0, 1, 2, 3, 4] * 2 + [0, 1]
+    epochs = [f.epoch for f in rig.frames[:12]]
+    assert epochs[0] != epochs[5] != epochs[10], "each pass is a new epoch (tracks reset)"
+    assert len(codec.opened) >= 3
+
+
+@pytest.mark.timeout(20)
+def test_open_failure_backs_off_counts_and_recovers_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    codec = FakeCodec(packets=3, delay=0)
+    codec.fail_open = RuntimeError("no route to rtsp://admin:s3cret-pw@10.0.0.5/live")
+    fake_nvdec(codec)
+    with Rig(codec) as rig:
+        until(lambda: rig.sample("vidpipe_camera_errors_total", reason="open_failed") >= 2)
+        assert CameraState.BACKOFF in rig.states
+        assert "s3cret-pw" not in rig.worker.stats()["last_error"]
+        codec.fail_open = None
+        until(lambda: len(rig.frames) == 3)
+    assert _tags(rig.frames) == [0, 1, 2]
+    assert rig.sample("vidpipe_camera_reconnects_total") >= 2
+
+
+@pytest.mark.timeout(20)
+def test_a_broken_stream_ends_the_session_and_reconnects_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    # 40 rejected packets in a row exceed the reader's limit (25): read_failed, backoff, reopen
+    codec = FakeCodec(packets=60, delay=0, bad=set(range(5, 45)))
+    fake_nvdec(codec)
+    with Rig(codec, loop=True) as rig:
+        until(lambda: rig.sample("vidpipe_camera_errors_total", reason="read_failed") >= 1)
+        until(lambda: len(rig.frames) >= 10)
+    assert _tags(rig.frames[:10]) == [0, 1, 2, 3, 4] * 2, "reopened from the start"
+    assert len(codec.opened) >= 2
+
+
+class _StallingCodec(FakeCodec):
+    """Its demuxer hands out ``packets`` packets, then blocks until released (a frozen camera)."""
+
+    def __init__(self, packets: int) -> None:
+        super().__init__(packets=packets, delay=0)
+        self.release = threading.Event()
+
+    def CreateDemuxer(self, filename: str) -> FakeDemuxer:
+        demuxer = super().CreateDemuxer(filename)
+        release, count = self.release, self.packets
+
+        class Frozen(FakeDemuxer):
+            def __iter__(self) -> Iterator[Any]:
+                yield from range(count)
+                release.wait(10.0)
+                return
+
+        frozen = Frozen(count)
+        del demuxer
+        return frozen
+
+
+@pytest.mark.timeout(20)
+def test_a_frozen_stream_is_caught_by_the_watchdog_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    codec = _StallingCodec(packets=3)
+    fake_nvdec(codec)
+    with Rig(codec, policy="newest") as rig:
+        until(lambda: rig.sample("vidpipe_camera_errors_total", reason="stalled") >= 1)
+        assert CameraState.BACKOFF in rig.states
+        # the watchdog abandoned the blocked session and opened a new one
+        until(lambda: len(codec.opened) >= 2)
+        codec.release.set()
+    tags = _tags(rig.frames)
+    assert tags and set(tags) <= {0, 1, 2} and 2 in tags, "newest policy keeps the last frame"
+
+
+def test_each_camera_gets_its_own_decoder_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    fake_nvdec(FakeCodec())
+    cpu = CameraConfig(name="cpu", url="a.mp4")
+    gpu = CameraConfig(name="gpu", url="a.mp4", decoder="nvdec")
+    defaults = CaptureConfig()  # decoder: pyav
+    assert isinstance(capture_source.make_source(cpu, defaults), PyAVSource)
+    assert isinstance(capture_source.make_source(gpu, defaults), NvdecSource)
+    on_gpu = CaptureConfig(decoder="nvdec")
+    assert isinstance(capture_source.make_source(cpu, on_gpu), NvdecSource)
+    pinned = CameraConfig(name="cpu2", url="a.mp4", decoder="pyav")
+    assert isinstance(capture_source.make_source(pinned, on_gpu), PyAVSource)
+
+
+def test_a_device_picture_downloads_as_the_cpu_conversion_gives_it_fake_gpu() -> None:
+    rng = np.random.default_rng()
+    nv12 = rng.integers(16, 236, (H * 3 // 2, W), dtype=np.uint8)
+    expected = cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12)
+    got = nv12_to_bgr(nv12)
+    assert got.shape == (H, W, 3) and np.array_equal(got, expected)
+
+
+# -- config validation -------------------------------------------------------------------------
+
+MODEL = {"path": "m.onnx"}
+TORCH = {"type": "torch", "devices": [1, 2]}
+
+
+def _config(**over: Any) -> Config:
+    return Config.model_validate({"model": MODEL, **over})
+
+
+def test_nvdec_needs_the_torch_backend_naming_camera_and_path() -> None:
+    cams = [{"name": "a", "url": "a.mp4"}, {"name": "door", "url": "b.mp4", "decoder": "nvdec"}]
+    with pytest.raises(
+        ValueError,
+        match=r"cameras\[1\]\.decoder: camera 'door' decodes with "
+        r"nvdec.*inference type 'openvino' cannot take them",
+    ):
+        _config(cameras=cams)
+    with pytest.raises(ValueError, match=r"capture\.decoder: camera 'a' .*'tensorrt'"):
+        _config(
+            capture={"decoder": "nvdec"},
+            inference={"type": "tensorrt"},
+            cameras=cams[:1],
+        )
+
+
+def test_nvdec_gpu_must_be_an_inference_device() -> None:
+    cam = {"name": "door", "url": "b.mp4", "decoder": "nvdec"}
+    with pytest.raises(
+        ValueError,
+        match=r"capture|cameras\[0\]\.decoder: camera 'door' would "
+        r"decode on GPU 0, which is not in inference\.devices \[1, 2\]",
+    ):
+        _config(inference=TORCH, cameras=[cam])
+    with pytest.raises(ValueError, match=r"cameras\[0\]\.gpu: .*GPU 3"):
+        _config(inference=TORCH, cameras=[{**cam, "gpu": 3}])
+    ok = _config(inference=TORCH, cameras=[{**cam, "gpu": 2}])
+    assert ok.decoder_of(ok.cameras[0]) == "nvdec"
+    with pytest.raises(ValueError, match=r"cameras\[0\]\.gpu: camera 'a': gpu applies to nvdec"):
+        _config(inference=TORCH, cameras=[{"name": "a", "url": "a.mp4", "gpu": 1}])
+
+
+def test_start_up_refuses_nvdec_without_pynvvideocodec_fake_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import vidpipe.capture.nvdec_source as mod
+
+    cfg = _config(
+        inference={"type": "torch"},
+        cameras=[
+            {"name": "a", "url": "a.mp4"},
+            {"name": "door", "url": "b.mp4", "decoder": "nvdec"},
+        ],
+    )
+    monkeypatch.setattr(mod, "_nvdec_missing", lambda: "PyNvVideoCodec is not installed")
+    assert check_nvdec(cfg) == [
+        "cameras[1].decoder: camera 'door' decodes with nvdec, but PyNvVideoCodec is not installed"
+    ]
+    assert check_nvdec(_config(cameras=[{"name": "a", "url": "a.mp4"}])) == []
+    monkeypatch.setattr(mod, "_nvdec_missing", lambda: None)
+    assert check_nvdec(cfg) == []
+
+
+def test_without_the_library_the_reason_is_clear() -> None:
+    import importlib.util
+
+    from vidpipe.capture.nvdec_source import _nvdec_missing
+
+    if importlib.util.find_spec("PyNvVideoCodec") is not None:
+        pytest.skip("PyNvVideoCodec is installed here")
+    reason = _nvdec_missing()
+    assert reason is not None and "pip install pynvvideocodec" in reason
+
+
+@pytest.mark.timeout(20)
+def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None],
+) -> None:
+    from prometheus_client import generate_latest
+
+    from vidpipe.capture.nvdec_source import bind_camera_metrics, bind_metrics
+
+    codec = FakeCodec(packets=20, delay=1, bad={3, 4, 9})
+    fake_nvdec(codec)
+    cfg = _config(
+        inference={"type": "torch"},
+        cameras=[{"name": "gpu-cam", "url": "a.mp4", "decoder": "nvdec"}],
+    )
+    rig = Rig(codec, loop=True)
+    bind_metrics(rig.metrics, cfg)
+    bind_camera_metrics(rig.metrics, cfg, cfg.cameras[0])
+    before = rig.sample("vidpipe_gpu_decode_errors")  # process-wide: earlier tests' camera
+    with rig:
+        until(lambda: len(rig.frames) >= 40)  # two passes or more
+        scraped = generate_latest(rig.metrics.registry).decode()
+    assert "vidpipe_nvdec_sessions 1.0" in scraped, "one decoder open while streaming"
+    assert 'vidpipe_camera_decoder{camera="gpu-cam",decoder="nvdec"} 1.0' in scraped
+    errors = rig.sample("vidpipe_gpu_decode_errors") - before
+    assert errors >= 6 and errors % 3 == 0, "3 rejected packets per pass"
+    assert rig.metrics.registry.get_sample_value("vidpipe_nvdec_sessions") == 0, "closed"
+    gpu0 = rig.metrics.registry.get_sample_value("vidpipe_gpu_memory_used_bytes", {"gpu": "0"})
+    assert gpu0 is not None  # NaN here (no CUDA), bytes on a GPU
+
+
+def test_nvdec_refuses_the_motion_gate_naming_the_camera() -> None:
+    cam = {"name": "door", "url": "b.mp4", "decoder": "nvdec"}
+    with pytest.raises(ValueError, match=r"cameras\[0\]\.decoder: camera 'door' .*motion gate"):
+        _config(inference={"type": "torch"}, cameras=[{**cam, "motion": {"enabled": True}}])
+    with pytest.raises(ValueError, match=r"capture\.decoder: camera 'a' .*motion gate"):
+        _config(
+            inference={"type": "torch"},
+            capture={"decoder": "nvdec", "motion": {"enabled": True}},
+            cameras=[{"name": "a", "url": "a.mp4"}],
+        )
+    ok = _config(
+        inference={"type": "torch"},
+        capture={"motion": {"enabled": True}},
+        cameras=[{**cam, "motion": {"enabled": False}}, {"name": "cpu", "url": "a.mp4"}],
+    )
+    assert [ok.decoder_of(c) for c in ok.cameras] == ["nvdec", "pyav"]
+
+
+def test_vidpipe_check_reports_nvdec_cameras_that_cannot_start(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    """``vidpipe check``'s assembly (no fakes): here PyNvVideoCodec is absent, so the nvdec
+    camera is reported with its path and the reason, before any model is compiled."""
+    import importlib.util
+
+    from vidpipe.assemble import check
+
+    if importlib.util.find_spec("PyNvVideoCodec") is not None:
+        pytest.skip("PyNvVideoCodec is installed here")
+    clip = assets_dir / "videos" / "car-detection.mp4"
+    cfg = _config(
+        model={"path": str(tmp_path / "missing.onnx")},
+        inference={"type": "torch"},
+        cameras=[
+            {"name": "yard", "url": str(clip)},
+            {"name": "gate", "url": str(clip), "decoder": "nvdec"},
+        ],
+    )
+    problems = check(cfg)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("cameras[1].decoder: camera 'gate' decodes with nvdec, but ")
+    assert "pip install pynvvideocodec" in problems[0]

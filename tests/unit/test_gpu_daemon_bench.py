@@ -1,0 +1,45 @@
+"""The daemon camera-count bench's own arithmetic and configs (the bench runs on the H200)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from vidpipe.bench.gpu_daemon import point_config, quantile
+
+
+def test_quantile_between_two_snapshots_of_cumulative_buckets() -> None:
+    before = {0.05: 10.0, 0.1: 10.0, 0.2: 10.0, float("inf"): 10.0}
+    after = {0.05: 60.0, 0.1: 100.0, 0.2: 109.0, float("inf"): 110.0}  # 100 new observations
+    assert quantile(before, after, 0.5) == 0.05
+    assert quantile(before, after, 0.9) == 0.1
+    assert quantile(before, after, 0.95) == 0.2
+    assert quantile(before, after, 1.0) == float("inf")
+    assert quantile(after, after, 0.95) is None
+
+
+def _args(inference: str) -> argparse.Namespace:
+    return argparse.Namespace(
+        inference=inference,
+        device=1,
+        streams=2,
+        max_batch=64,
+        batch_timeout_ms=20.0,
+        precision="f16",
+        clip=Path("/clips/c.mp4"),
+        model=Path("/m/yolox_nano.onnx"),
+        labels=Path("/m/coco80.txt"),
+    )
+
+
+def test_point_configs_are_real_time_looping_cameras_on_the_chosen_decoder(tmp_path: Path) -> None:
+    cfg = point_config(_args("torch"), "nvdec", 3, tmp_path / "r.jsonl")
+    assert [c.name for c in cfg.cameras] == ["cam0", "cam1", "cam2"]
+    assert all(c.realtime and c.loop and c.gpu == 1 for c in cfg.cameras)
+    assert all(cfg.decoder_of(c) == "nvdec" for c in cfg.cameras)
+    cpu = point_config(_args("torch"), "pyav", 2, tmp_path / "r.jsonl")
+    assert all(cpu.decoder_of(c) == "pyav" and c.gpu is None for c in cpu.cameras)
+    with pytest.raises(ValueError, match="nvdec"):
+        point_config(_args("openvino"), "nvdec", 1, tmp_path / "r.jsonl")

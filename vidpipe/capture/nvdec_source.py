@@ -1,0 +1,218 @@
+"""The ``nvdec`` capture decoder: ``NvdecReader`` behind the capture worker's source interface.
+
+The worker's policies (reconnect with backoff, the stall watchdog, the mailbox, pacing,
+decimation, drop reasons and metrics) are the same as for ``pyav`` cameras: this adapter only
+maps the reader's ``open``/``read``/``close`` and its errors onto ``source.Source``.
+
+Frames are ``DeviceImage`` s: NV12 on the camera's GPU. A decoded surface is only valid until
+the reader's next ``read``, while a frame may wait in the mailbox (the ``newest`` policy keeps
+decoding), so each frame is copied once on the GPU into memory the frame owns (3 MB at 1080p,
+a device-to-device copy; no pixel crosses to the host). ``DeviceImage.to_host`` downloads and
+converts a picture for the live view and snapshots only when they ask.
+
+The packet tap is not fed: PyNvVideoCodec's demuxer gives no stream parameters to remux
+with (``info.stream`` is None, so event clips are not written for nvdec cameras).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
+from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
+from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
+from vidpipe.metrics import Metrics
+from vidpipe.types import DeviceImage
+
+
+class NvdecStats:
+    """Process-wide NVDEC figures for the metrics: open decoders, rejected packets per camera.
+
+    Sources update it on their reader threads; scrapes read it (``bind_metrics``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sessions = 0
+        self._errors: dict[str, int] = {}
+
+    def opened(self, delta: int) -> None:
+        with self._lock:
+            self.sessions += delta
+
+    def rejected(self, camera: str, n: int) -> None:
+        with self._lock:
+            self._errors[camera] = self._errors.get(camera, 0) + n
+
+    def decode_errors(self, camera: str) -> int:
+        with self._lock:
+            return self._errors.get(camera, 0)
+
+
+STATS = NvdecStats()
+
+
+def bind_metrics(metrics: Metrics, cfg: Config) -> None:
+    """Export the NVDEC sessions open and the memory in use on the inference GPUs (read at
+    scrape time; nothing on the frame path)."""
+    metrics.nvdec_sessions.set_function(lambda: STATS.sessions)
+    if isinstance(cfg.inference, GpuConfig) and cfg.inference.type == "torch":
+        for gpu in cfg.inference.devices:
+            used = metrics.gpu_memory_used.labels(gpu=str(gpu))
+            used.set_function(functools.partial(_memory_used, gpu))
+
+
+def bind_camera_metrics(metrics: Metrics, cfg: Config, camera: CameraConfig) -> None:
+    """Export a camera's decoder and, for nvdec, the packets its GPU decoder rejected."""
+    decoder = cfg.decoder_of(camera)
+    metrics.camera_decoder.labels(camera=camera.name, decoder=decoder).set(1)
+    if decoder == "nvdec":
+        errors = metrics.gpu_decode_errors.labels(camera=camera.name)
+        errors.set_function(lambda: STATS.decode_errors(camera.name))
+
+
+def _memory_used(gpu: int) -> float:
+    try:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(gpu)
+    except Exception:  # no torch or no device: the gauge reads NaN, the scrape goes on
+        return float("nan")
+    return float(total - free)
+
+
+def _own_copy(surface: Any) -> tuple[Any, Any]:
+    """A copy of ``surface`` on the current stream, and an event recorded after it."""
+    import torch
+
+    with torch.cuda.device(surface.device):  # the event belongs to the surface's GPU
+        copy = surface.clone()
+        ready = torch.cuda.Event()
+        ready.record()
+    return copy, ready
+
+
+def nv12_to_bgr(nv12: Any) -> npt.NDArray[np.uint8]:
+    """Download a ``(H * 3 / 2, W)`` NV12 picture and convert it to ``(H, W, 3)`` BGR."""
+    host = nv12.cpu().numpy() if hasattr(nv12, "cpu") else np.asarray(nv12)
+    bgr = cv2.cvtColor(np.ascontiguousarray(host, np.uint8), cv2.COLOR_YUV2BGR_NV12)
+    return np.asarray(bgr, np.uint8)
+
+
+class NvdecSource:
+    """One NVDEC connection of one camera (``source.Source``).
+
+    Args:
+        camera: the camera's config (``gpu`` picks the device, default 0).
+        defaults: the shared capture settings (unused: NVDEC has no per-camera options yet).
+        reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
+        own_copy: copies a decoded surface into memory the frame owns; returns the copy and
+            the CUDA event that marks it complete (``Tensor.clone`` and a recorded event).
+    """
+
+    def __init__(
+        self,
+        camera: CameraConfig,
+        defaults: CaptureConfig,
+        *,
+        reader: NvdecReader | None = None,
+        own_copy: Callable[[Any], tuple[Any, Any]] = _own_copy,
+    ) -> None:
+        del defaults
+        self.packet_listener: PacketListener | None = None
+        self.gpu = 0 if camera.gpu is None else camera.gpu
+        self._reader = reader or NvdecReader(camera.url, gpu=self.gpu)
+        self._own_copy = own_copy
+        self._info = SourceInfo(0, 0, None)
+        self._camera = camera.name
+        self._counted_errors = 0
+        self._session = False
+
+    @property
+    def info(self) -> SourceInfo:
+        return self._info
+
+    @property
+    def decode_errors(self) -> int:
+        """Packets the decoder rejected over this source's life (skipped, not fatal)."""
+        return self._reader.decode_errors
+
+    def open(self) -> SourceInfo:
+        try:
+            opened = self._reader.open()
+        except NvdecError as exc:  # its message is redacted already
+            raise SourceError("open_failed", str(exc)) from None
+        if opened.width <= 0 or opened.height <= 0:
+            self._reader.close()
+            raise SourceError("no_frames", "NVDEC found no video stream")
+        self._info = SourceInfo(opened.width, opened.height, opened.fps)
+        if not self._session:
+            self._session = True
+            STATS.opened(1)
+        return self._info
+
+    def read(self) -> DeviceImage | None:
+        try:
+            surface = self._reader.read()
+        except NvdecError as exc:
+            raise SourceError("read_failed", str(exc)) from None
+        finally:
+            self._count_errors()
+        if surface is None:
+            return None
+        nv12, ready = self._own_copy(surface)
+        height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
+        return DeviceImage(nv12, self.gpu, width, height, lambda: nv12_to_bgr(nv12), ready)
+
+    def _count_errors(self) -> None:
+        new = self._reader.decode_errors - self._counted_errors
+        if new:
+            self._counted_errors += new
+            STATS.rejected(self._camera, new)
+
+    def close(self) -> None:
+        self._reader.close()
+        if self._session:
+            self._session = False
+            STATS.opened(-1)
+
+
+def check_nvdec(cfg: Config) -> list[str]:
+    """Problems that stop the config's nvdec cameras at start-up (PyNvVideoCodec or CUDA
+    missing), one per camera, naming it and its YAML path; empty when none decodes with nvdec.
+    """
+    cameras = [(i, cam) for i, cam in enumerate(cfg.cameras) if cfg.decoder_of(cam) == "nvdec"]
+    if not cameras:
+        return []
+    reason = _nvdec_missing()
+    if reason is None:
+        return []
+    return [
+        f"{f'cameras[{i}].decoder' if cam.decoder else 'capture.decoder'}: camera "
+        f"{cam.name!r} decodes with nvdec, but {reason}"
+        for i, cam in cameras
+    ]
+
+
+def _nvdec_missing() -> str | None:
+    try:
+        load_codec()
+    except NvdecError as exc:
+        return str(exc)
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed (nvdec frames are PyTorch CUDA tensors)"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device"
+    return None
+
+
+register_source("nvdec", NvdecSource)
