@@ -58,29 +58,46 @@ def setup_logging(cfg: LoggingConfig) -> None:
 # ---------------------------------------------------------------------------------- run
 
 
-_M_ARENA_MAX = -8  # glibc mallopt parameter
+_M_ARENA_MAX = -8  # glibc mallopt parameters
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: glibc environment variable -> (mallopt parameter, value) set by ``tune_malloc``.
+MALLOC_SETTINGS = {
+    "MALLOC_ARENA_MAX": (_M_ARENA_MAX, 2),
+    # Frames (6 MB at 1080p) come from the heap instead of a fresh mmap each: glibc's dynamic
+    # threshold kept mmapping them (frames are freed on other threads than the one that
+    # allocated them), and every new mapping is page-faulted in again. 32 MiB is glibc's
+    # largest threshold. Page faults per frame at 8 cameras 1080p: 88 -> 11 (`vidpipe bench`,
+    # README "Performance").
+    "MALLOC_MMAP_THRESHOLD_": (_M_MMAP_THRESHOLD, 32 * 1024 * 1024),
+    # ... and freed frames are not handed back to the kernel at once (trimmed above 256 MiB
+    # free at the top of the heap), so the next frames do not fault their pages in again.
+    "MALLOC_TRIM_THRESHOLD_": (_M_TRIM_THRESHOLD, 256 * 1024 * 1024),
+}
 
 
-def limit_malloc_arenas(arenas: int = 2) -> bool:
-    """Cap glibc's malloc arenas before any thread starts, unless ``MALLOC_ARENA_MAX`` is set.
+def tune_malloc() -> dict[str, bool]:
+    """Apply ``MALLOC_SETTINGS`` before any thread starts; one set in the environment wins.
 
-    glibc gives contending threads their own arenas (up to 8 per core). Frames are allocated
-    by capture threads and freed by others, which left the arenas growing in the 20-minute
-    soak. Returns True if the cap was applied.
+    Arenas: glibc gives contending threads their own arenas (up to 8 per core). Frames are
+    allocated by capture threads and freed by others, which left the arenas growing in the
+    20-minute soak; two are enough. Returns, per setting, whether it was applied here.
     """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return False
     try:
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, arenas) == 1)
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc
-        return False
+        return dict.fromkeys(MALLOC_SETTINGS, False)
+    return {
+        name: name not in os.environ and mallopt(param, value) == 1
+        for name, (param, value) in MALLOC_SETTINGS.items()
+    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from vidpipe.daemon import run
     from vidpipe.shard import resolve_shard
 
-    limit_malloc_arenas()
+    tune_malloc()
 
     cfg = load_config(args.config)
     shard = resolve_shard(args.shard)

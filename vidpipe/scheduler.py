@@ -12,6 +12,13 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
+Requests in flight are capped by the cameras that have frames: at most
+``max(in_flight_floor, active cameras)`` (the backend's ``in_flight_floor`` is one request
+per OpenVINO stream; a camera is active if it submitted within ``ACTIVE_WINDOW_S``). With
+fewer cameras than requests, the extra requests only queued frames in front of each other:
+by Little's law every frame in the system adds a frame interval to every frame's latency
+(p95 at 1 camera was about twice the naive loop's, README "Performance").
+
 File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
 decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), so frames do not age
 in the hub while earlier ones are inferred.
@@ -57,6 +64,8 @@ from vidpipe.types import (
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.05
+#: A camera that submitted a frame this recently counts as one with frames (the in-flight cap).
+ACTIVE_WINDOW_S = 1.0
 _T = TypeVar("_T")
 
 
@@ -114,6 +123,11 @@ class Scheduler:
         # request pool) keeps the streams fed (`vidpipe bench`, README "Performance").
         self.decode_ahead = max(2, backend.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
+        # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
+        self.in_flight_floor: int | None = getattr(backend, "in_flight_floor", None)
+        self._in_backend = 0  # submitted, completion not yet called back
+        self._backend_cond = threading.Condition()
+        self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._stop = threading.Event()  # close(): waits for a slot or buffer give up
         self._stop_taking = threading.Event()  # stop(): the hub is no longer read
@@ -211,6 +225,10 @@ class Scheduler:
             self.pool.release(buf)
             cam.drop("shutdown")
             return False
+        if not self._wait(lambda: self._wait_cap(frame.camera, _POLL_S), stop):
+            self._release(buf)
+            cam.drop("shutdown")
+            return False
         if not self._wait(lambda: self.backend.wait_slot(_POLL_S), stop):
             self._release(buf)
             cam.drop("shutdown")
@@ -225,12 +243,15 @@ class Scheduler:
             self.submitted += 1
         with self._order_lock:
             self._order.setdefault(frame.camera, deque()).append(frame.seq)
+        with self._backend_cond:
+            self._in_backend += 1
         try:
             # a device frame goes as it is: the GPU backend letterboxes it into its batch
             tensor = frame.image if isinstance(frame.image, DeviceImage) else buf.tensor
             ticket = _Ticket(self._request(frame.camera, lb), frame, lb, buf, now)
             self.backend.submit(tensor, buf.index, ticket, self._on_done)
         except BaseException:
+            self._backend_done()
             # Refused before it was queued (e.g. a closed backend): no completion will come.
             with self._order_lock:
                 self._order[frame.camera].remove(frame.seq)
@@ -241,6 +262,25 @@ class Scheduler:
                 self._idle.notify_all()
             raise
         return True
+
+    def in_flight_cap(self, camera: str) -> int:
+        """Requests that may be in flight when ``camera`` submits (see the module docstring)."""
+        if self.in_flight_floor is None:
+            return self.backend.capacity
+        now = time.monotonic()
+        self._last_submit[camera] = now
+        active = sum(1 for t in list(self._last_submit.values()) if now - t <= ACTIVE_WINDOW_S)
+        return min(self.backend.capacity, max(self.in_flight_floor, active))
+
+    def _wait_cap(self, camera: str, timeout_s: float) -> bool:
+        cap = self.in_flight_cap(camera)
+        with self._backend_cond:
+            return self._backend_cond.wait_for(lambda: self._in_backend < cap, timeout_s)
+
+    def _backend_done(self) -> None:
+        with self._backend_cond:
+            self._in_backend -= 1
+            self._backend_cond.notify()
 
     def _request(self, camera: str, lb: Letterbox) -> PostprocessRequest | None:
         """What a GPU backend needs to postprocess this frame on the device."""
@@ -270,6 +310,7 @@ class Scheduler:
         ticket = completion.tag
         if isinstance(ticket, _Ticket):
             self.pool.release(ticket.buffer)
+        self._backend_done()
         self._done.put(completion)
 
     # ------------------------------------------------------------------ postprocessing

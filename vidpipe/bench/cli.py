@@ -98,6 +98,9 @@ def add_parser(sub: Any) -> None:
         "libav against OpenCV)",
     )
     p.add_argument("--density-clip", help="clip served over RTSP in density mode")
+    p.add_argument(
+        "--density-detect-fps", type=_csv(float), help="detect_fps values of density mode"
+    )
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
     p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
     p.set_defaults(func=cmd_bench)
@@ -170,6 +173,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         assets=args.assets,
         mode=args.mode,
         density_clip=args.density_clip,
+        density_detect_fps=args.density_detect_fps,
         model=args.model,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:

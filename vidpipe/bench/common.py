@@ -20,6 +20,9 @@ from vidpipe.bench.variants import CAMERA_VARIANTS
 #: contender name -> ``inference`` section overrides.
 VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-2req": {"num_requests": 2},  # OPTIMAL_NUMBER_OF_INFER_REQUESTS on 2 cores
+    # 2 x OPTIMAL on 2 cores, given explicitly: the whole pool in flight whatever the number
+    # of cameras (the default caps requests in flight by the cameras with frames)
+    "vidpipe-4req": {"num_requests": 4},
     "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }

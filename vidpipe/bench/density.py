@@ -13,7 +13,9 @@ window, for every camera:
 * and the p95 capture-to-result latency over all cameras is <= 200 ms.
 
 The largest passing N is searched by doubling from 1, then bisecting. Run once with
-``detect_fps`` = the stream's rate (every frame) and once with ``detect_fps`` 5.
+``detect_fps`` = the stream's rate (every frame) and once with ``detect_fps`` 5 (or the rates
+of ``--density-detect-fps``), for each vidpipe contender of ``--contenders`` (default
+``vidpipe``; e.g. ``vidpipe-motion``, the motion gate on, with ``--model`` an INT8 IR).
 """
 
 from __future__ import annotations
@@ -137,8 +139,11 @@ def run_density(
     say: Callable[[str], None],
     detect_rates: tuple[float | None, ...] = (None, 5.0),
 ) -> dict[str, Any]:
-    """Search the largest camera count for each ``detect_fps`` (None: the stream's rate)."""
+    """Search the largest camera count for each contender and ``detect_fps`` (None: the
+    stream's rate)."""
     o = ctx.options
+    rates = o.density_detect_fps or detect_rates
+    contenders = [c for c in o.contenders or ("vidpipe",) if c.startswith("vidpipe")]
     rtsp = load_rtsp_module()
     reason = rtsp.gst_rtsp_available()
     if reason:
@@ -165,12 +170,14 @@ def run_density(
             (served / f"cam{i}.mp4").symlink_to(ctx.clips[clip])
         with rtsp.RtspServer(served, loop=True) as server:
             url = server.url("cam{i}")
-            for rate in detect_rates:
+            for contender, rate in [(c, r) for c in contenders for r in rates]:
                 trials: list[dict[str, Any]] = []
 
-                def trial(n: int, rate: float | None = rate, trials: list = trials) -> dict:
+                def trial(
+                    n: int, rate: float | None = rate, trials: list = trials, name: str = contender
+                ) -> dict:
                     spec = PointSpec(
-                        contender="vidpipe",
+                        contender=name,
                         clip=url,
                         clip_name=clip,
                         cameras=n,
@@ -193,7 +200,7 @@ def run_density(
                     verdict = judge(result, stream_fps)
                     trials.append(verdict)
                     say(
-                        f"density detect_fps={rate or stream_fps:g} N={n}: "
+                        f"density {name} detect_fps={rate or stream_fps:g} N={n}: "
                         f"{'pass' if verdict['passes'] else 'FAIL'} "
                         f"p95 {verdict['p95_ms'] or 0:.0f} ms, "
                         f"inferred {100 * verdict['worst_inferred_share']:.1f}% "
@@ -204,6 +211,7 @@ def run_density(
                 best = search(trial)
                 out["results"].append(
                     {
+                        "contender": contender,
                         "detect_fps": rate or stream_fps,
                         "max_cameras": best,
                         "trials": sorted(trials, key=lambda t: t["cameras"]),

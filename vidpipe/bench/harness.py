@@ -72,6 +72,7 @@ class BenchOptions:
     mode: str = "throughput"  # throughput | density | both
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
     density_clip: str = "car-detection.mp4"
+    density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
 
 
 SUITES: dict[str, BenchOptions] = {

@@ -53,6 +53,8 @@ CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
     # event clips on every camera, recording all the time: a detection of any of the clips'
     # classes triggers, so the ring holds the open clip and a clip is cut every max_s
     "vidpipe-clips": {"clips": _CLIPS},
+    # the motion gate on at its defaults (density on the walkway clip with an INT8 model)
+    "vidpipe-motion": {"motion": {"enabled": True}},
 }
 # the same with tracking, zones and lines, where crops are made too (against vidpipe-track)
 CAMERA_VARIANTS["vidpipe-track-clips"] = {**CAMERA_VARIANTS["vidpipe-track"], "clips": _CLIPS}
@@ -65,6 +67,7 @@ LABELS: dict[str, str] = {
     "vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)",
     "vidpipe-clips": "vidpipe, event clips recording all the time (A/B)",
     "vidpipe-track-clips": "vidpipe-track + event clips and crops (A/B against vidpipe)",
+    "vidpipe-motion": "vidpipe, motion gate on",
 }
 
 

@@ -1,0 +1,111 @@
+"""The in-flight cap: with fewer cameras than requests, fewer requests are in flight.
+
+Real OpenVINO request pool and the real model; frames are fed through ``Scheduler.submit``
+(the scheduler thread's path), and the requests in flight are read at every submission.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from vidpipe.config import OpenVINOConfig
+from vidpipe.infer.openvino import OpenVINOBackend
+from vidpipe.metrics import Metrics
+from vidpipe.model import load_labels
+from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.types import Frame
+
+pytestmark = pytest.mark.timeout(120)
+
+_IMAGE = np.full((240, 320, 3), 90, np.uint8)
+
+
+def _engine(assets_dir, cfg: OpenVINOConfig) -> tuple[Scheduler, OpenVINOBackend, list[int]]:
+    backend = OpenVINOBackend(assets_dir / "models" / "yolox_nano.onnx", cfg)
+    seen: list[int] = []  # requests in flight right after each submission
+    submit = backend.submit
+
+    def counting_submit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        submit(*args, **kwargs)
+        seen.append(backend.in_flight())
+
+    backend.submit = counting_submit  # type: ignore[method-assign]
+    done: list[str] = []
+    engine = Scheduler(
+        backend,
+        DECODERS["yolox"],
+        load_labels(assets_dir / "models" / "coco80.txt"),
+        Metrics(),
+        lambda r: done.append(r.camera),
+        default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
+        iou_threshold=0.45,
+        max_frame_age_s=60.0,
+    )
+    engine.start()
+    return engine, backend, seen
+
+
+def _feed(engine: Scheduler, cameras: int, frames: int) -> None:
+    for i in range(frames):
+        frame = Frame(f"cam{i % cameras}", i // cameras, time.monotonic(), _IMAGE)
+        assert engine.submit(frame)
+
+
+def test_one_camera_keeps_one_request_per_stream_in_flight(assets_dir) -> None:
+    engine, backend, seen = _engine(assets_dir, OpenVINOConfig())
+    try:
+        floor = backend.in_flight_floor
+        assert floor is not None
+        assert floor == min(int(backend.description["streams"]), backend.capacity)
+        assert engine.in_flight_cap("cam0") == floor
+        _feed(engine, 1, 40)
+        assert engine.stop(30)
+    finally:
+        engine.close(10)
+    assert len(seen) == 40
+    assert max(seen) <= floor
+
+
+def test_as_many_cameras_as_requests_use_the_whole_pool(assets_dir) -> None:
+    engine, backend, seen = _engine(assets_dir, OpenVINOConfig())
+    try:
+        n = backend.capacity
+        for i in range(n):
+            cap = engine.in_flight_cap(f"cam{i}")
+        assert cap == n  # every camera submitted within the window
+        _feed(engine, n, 30 * n)
+        assert engine.stop(60)
+    finally:
+        engine.close(10)
+    assert max(seen) == backend.capacity
+
+
+def test_a_camera_gone_quiet_no_longer_counts(assets_dir, monkeypatch) -> None:
+    import vidpipe.scheduler as scheduler
+
+    engine, backend, _ = _engine(assets_dir, OpenVINOConfig())
+    try:
+        floor = backend.in_flight_floor or 0
+        for i in range(backend.capacity):
+            engine.in_flight_cap(f"cam{i}")
+        monkeypatch.setattr(scheduler, "ACTIVE_WINDOW_S", 0.0)
+        time.sleep(0.01)
+        assert engine.in_flight_cap("cam0") == floor
+    finally:
+        engine.close(10)
+
+
+def test_an_explicit_request_count_is_not_capped(assets_dir) -> None:
+    engine, backend, seen = _engine(assets_dir, OpenVINOConfig(num_requests=3))
+    try:
+        assert backend.in_flight_floor is None
+        assert engine.in_flight_cap("cam0") == 3
+        _feed(engine, 1, 60)
+        assert engine.stop(30)
+    finally:
+        engine.close(10)
+    assert max(seen) == 3

@@ -1,0 +1,54 @@
+"""The density section of the bench report names the contender of every search."""
+
+from __future__ import annotations
+
+from vidpipe.bench.report import _density
+
+
+def _trial(n: int, passes: bool) -> dict:
+    return {
+        "cameras": n,
+        "passes": passes,
+        "fps": 5.0 * n,
+        "p50_ms": 20.0,
+        "p95_ms": 40.0 if passes else 250.0,
+        "worst_inferred_share": 1.0,
+        "cpu_percent": 2.0 * n,
+        "others_cpu_percent": 10.0,
+        "server_cpu_percent": 0.3,
+    }
+
+
+def test_each_search_is_reported_with_its_contender() -> None:
+    doc = {
+        "density": {
+            "clip": "walk.mp4",
+            "stream_fps": 10.0,
+            "criteria": {
+                "min_inferred_share": 0.99,
+                "max_p95_ms": 200.0,
+                "min_capture_share": 0.97,
+                "slack_frames": 3,
+            },
+            "results": [
+                {
+                    "contender": "vidpipe",
+                    "detect_fps": 5.0,
+                    "max_cameras": 2,
+                    "trials": [_trial(1, True), _trial(2, True), _trial(3, False)],
+                },
+                {
+                    "contender": "vidpipe-motion",
+                    "detect_fps": 5.0,
+                    "max_cameras": 3,
+                    "trials": [_trial(3, True), _trial(4, False)],
+                },
+            ],
+        }
+    }
+    text = "\n".join(_density(doc))
+    assert "| vidpipe | 5 | 2 | 10 | **largest passing** |" in text
+    assert "| vidpipe-motion | 5 | 3 | 15 | **largest passing** |" in text
+    assert "| vidpipe | 5 | 3 | 15 | fail |" in text
+    assert "**2** at detect_fps 5 (vidpipe)" in text
+    assert "**3** at detect_fps 5 (vidpipe-motion)" in text
