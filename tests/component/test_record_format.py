@@ -48,12 +48,31 @@ def tracked_frame_with_an_event() -> FrameResult:
     return dataclasses.replace(result, events=(leave,))
 
 
-def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
-    result = tracked_frame_with_an_event()
+@dataclasses.dataclass
+class SentRecords:
+    """What the three real sinks wrote for one result."""
+
+    jsonl: list[dict]  # the JSONL file's lines, in order
+    mqtt: dict[str, list[dict]]  # MQTT payloads by topic
+    webhook: list[dict]  # the webhook's POST bodies, in order
+
+
+def send_through_every_sink(
+    tmp_path: Path,
+    result: FrameResult,
+    topics: tuple[str, ...],
+    *,
+    only_with_detections: bool = False,
+    webhook_classes: list[str] | None = None,
+) -> SentRecords:
+    """Hand ``result`` to a real JSONL sink, a real MQTT sink (its own mosquitto) and a real
+    webhook sink (a real HTTP endpoint); wait until every one of ``topics`` got a message."""
     path = tmp_path / "out.jsonl"
-    jsonl = JsonlSink("jsonl", path)
+    jsonl = JsonlSink("jsonl", path, only_with_detections=only_with_detections)
     endpoint = Endpoint()
-    webhook = WebhookSink("webhook", WebhookSinkConfig(url=endpoint.url), Metrics())
+    webhook = WebhookSink(
+        "webhook", WebhookSinkConfig(url=endpoint.url, classes=webhook_classes), Metrics()
+    )
     with Mosquitto(tmp_path / "broker") as broker:
         sub = Subscriber(broker.port, "vidpipe/#")
         metrics = Metrics()
@@ -68,23 +87,35 @@ def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
             )
             for sink in (jsonl, mqtt, webhook):
                 sink.handle(result)
-            wait_for(lambda: sub.on("vidpipe/door/detections"), 20, "the MQTT frame record")
-            wait_for(lambda: sub.on("vidpipe/door/events"), 20, "the MQTT event record")
+            for topic in topics:
+                wait_for(lambda t=topic: sub.on(t), 20, f"a message on {topic}")
         finally:
             mqtt.close()
             sub.close()
             webhook.close()
             jsonl.close()
             endpoint.close()
+    return SentRecords(
+        [json.loads(line) for line in path.read_text().splitlines()],
+        {t: [json.loads(m.payload) for m in sub.on(t)] for t in topics},
+        list(endpoint.events),
+    )
 
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
+
+def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
+    sent = send_through_every_sink(
+        tmp_path,
+        tracked_frame_with_an_event(),
+        ("vidpipe/door/detections", "vidpipe/door/events"),
+    )
+    lines = sent.jsonl
     assert len(lines) == 2, lines  # the frame, then its event
     frame_line, event_line = lines
-    (mqtt_frame,) = [json.loads(m.payload) for m in sub.on("vidpipe/door/detections")]
-    (mqtt_event,) = [json.loads(m.payload) for m in sub.on("vidpipe/door/events")]
+    (mqtt_frame,) = sent.mqtt["vidpipe/door/detections"]
+    (mqtt_event,) = sent.mqtt["vidpipe/door/events"]
     # the webhook posts the event first, then the frame (after its filters: none here)
-    assert len(endpoint.events) == 2, endpoint.events
-    hook_event, hook_frame = endpoint.events
+    assert len(sent.webhook) == 2, sent.webhook
+    hook_event, hook_frame = sent.webhook
 
     assert frame_line == mqtt_frame == hook_frame
     assert event_line == mqtt_event == hook_event
