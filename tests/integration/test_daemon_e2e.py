@@ -47,8 +47,10 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 def read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    lines = path.read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    # The daemon may be writing while we read: a line without its newline is not yet whole.
+    text = path.read_text()
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def labels_seen(rows: list[dict], camera: str) -> set[str]:
