@@ -66,6 +66,8 @@ class RtspServer:
     Args:
         videos: directory whose ``*.mp4`` clips are served, one mount per file stem.
         loop: every clip loops forever (no end of stream).
+        stagger: with ``loop``, the clips start at different points of themselves (mount
+            ``camK`` at ``frac(K x 0.618)`` of the clip), not all at their first frame.
         user: require RTSP basic auth with this user (and ``password``).
         password: the password for ``user``.
         digest: ask for RTSP digest authentication instead of basic.
@@ -78,6 +80,7 @@ class RtspServer:
         videos: Path,
         *,
         loop: bool = False,
+        stagger: bool = False,
         user: str | None = None,
         password: str | None = None,
         digest: bool = False,
@@ -86,6 +89,7 @@ class RtspServer:
     ) -> None:
         self.videos = Path(videos)
         self.loop = loop
+        self.stagger = stagger
         self.user = user
         self.password = password
         self.digest = digest
@@ -104,6 +108,8 @@ class RtspServer:
         cmd += ["--port", str(self.port), "--parent-pid", str(os.getpid())]
         if self.loop:
             cmd.append("--loop")
+            if self.stagger:
+                cmd.append("--stagger")
         if self.user is not None:
             cmd += ["--user", self.user, "--password", self.password or ""]
             if self.digest:

@@ -7,8 +7,11 @@ virtualenv does not. ``tests/rtsp.py`` wraps it for the tests.
 Each clip ``DIR/NAME.mp4`` is served at ``rtsp://127.0.0.1:PORT/NAME`` as H.264 without
 re-encoding. With ``--loop`` each clip starts again at its end, forever, with continuous
 timestamps (the demuxed access units are re-stamped and fed through an ``appsrc``), so that
-long tests never see the end of the stream. With ``--user``/``--password`` every request
-needs RTSP basic authentication.
+long tests never see the end of the stream. With ``--loop --stagger`` the clips do not all start
+at their first frame: the mount whose name ends in the number k (else: the k-th in sorted order)
+starts at the keyframe at or before ``frac(k x 0.618...)`` of its duration, so that any first N
+mounts start spread evenly over the clip, as real cameras are not in step with each other.
+With ``--user``/``--password`` every request needs RTSP basic authentication.
 
 When it serves, it prints ``READY <port>`` on stdout. It exits on SIGTERM, SIGINT or when its
 stdin reaches end of file (the parent died), and with ``--parent-pid`` the kernel kills it when
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import re
 import signal
 import sys
 import threading
@@ -47,6 +51,7 @@ _READER = (
     "! video/x-h264,stream-format=byte-stream,alignment=au ! appsink name=sink sync=false"
 )
 _ROLE = "user"
+_GOLDEN = 0.6180339887498949  # k x this, mod 1: start points spread evenly for any k = 0..N-1
 
 
 def _quote(path: Path) -> str:
@@ -57,14 +62,22 @@ def _quote(path: Path) -> str:
 class _LoopFeeder:
     """Feeds one media's ``appsrc`` with a clip's access units, again and again."""
 
-    def __init__(self, path: Path, appsrc: GstApp.AppSrc) -> None:
+    def __init__(self, path: Path, appsrc: GstApp.AppSrc, start: float = 0.0) -> None:
         self._appsrc = appsrc
+        self._start = start  # fraction of the clip at which the first pass starts
         self._reader = Gst.parse_launch(_READER.format(path=_quote(path)))
         self._sink = self._reader.get_by_name("sink")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loop-feeder", daemon=True)
 
     def start(self) -> None:
+        if self._start > 0:
+            self._reader.set_state(Gst.State.PAUSED)
+            self._reader.get_state(10 * Gst.SECOND)  # prerolled: the duration is known
+            ok, duration = self._reader.query_duration(Gst.Format.TIME)
+            if ok and duration > 0:
+                flags = Gst.SeekFlags.FLUSH | Gst.SeekFlags.KEY_UNIT
+                self._reader.seek_simple(Gst.Format.TIME, flags, int(self._start * duration))
         self._reader.set_state(Gst.State.PLAYING)
         self._thread.start()
 
@@ -73,7 +86,7 @@ class _LoopFeeder:
         self._reader.set_state(Gst.State.NULL)
 
     def _run(self) -> None:
-        offset = 0
+        offset: int | None = None  # added to the clip's timestamps; the stream starts at 0
         end = 0
         caps_set = False
         while not self._stop.is_set():
@@ -89,6 +102,8 @@ class _LoopFeeder:
                 self._appsrc.set_caps(sample.get_caps())
                 caps_set = True
             buf = sample.get_buffer().copy()
+            if offset is None:  # the first pass may start mid-clip (--stagger)
+                offset = -(buf.dts if buf.dts != Gst.CLOCK_TIME_NONE else buf.pts)
             duration = buf.duration if buf.duration != Gst.CLOCK_TIME_NONE else Gst.SECOND // 25
             buf.pts = offset + buf.pts
             buf.dts = buf.pts if buf.dts == Gst.CLOCK_TIME_NONE else offset + buf.dts
@@ -100,22 +115,35 @@ class _LoopFeeder:
 class LoopingFactory(GstRtspServer.RTSPMediaFactory):
     """Media factory whose clip loops forever."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, start: float = 0.0) -> None:
         super().__init__()
         self._path = path
+        self._start = start
         self.set_launch(_LOOPED)
         self.connect("media-configure", self._on_configure)
 
     def _on_configure(self, _factory: object, media: GstRtspServer.RTSPMedia) -> None:
         appsrc = media.get_element().get_by_name("src")
-        feeder = _LoopFeeder(self._path, appsrc)
+        feeder = _LoopFeeder(self._path, appsrc, self._start)
         media.connect("unprepared", lambda *_: feeder.stop())
         feeder.start()
 
 
-def _make_factory(path: Path, loop: bool, auth: bool) -> GstRtspServer.RTSPMediaFactory:
+def _start_points(clips: list[Path]) -> dict[Path, float]:
+    """``--stagger``: where each clip's first pass starts, as a fraction of its duration."""
+    out = {}
+    for k, clip in enumerate(clips):
+        digits = re.search(r"(\d+)$", clip.stem)
+        index = int(digits.group(1)) if digits else k
+        out[clip] = (index * _GOLDEN) % 1.0
+    return out
+
+
+def _make_factory(
+    path: Path, loop: bool, auth: bool, start: float = 0.0
+) -> GstRtspServer.RTSPMediaFactory:
     if loop:
-        factory: GstRtspServer.RTSPMediaFactory = LoopingFactory(path)
+        factory: GstRtspServer.RTSPMediaFactory = LoopingFactory(path, start)
     else:
         factory = GstRtspServer.RTSPMediaFactory()
         factory.set_launch(_PLAIN.format(path=_quote(path)))
@@ -159,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--password", help="password for --user")
     parser.add_argument("--digest", action="store_true", help="digest instead of basic auth")
     parser.add_argument("--loop", action="store_true", help="each clip loops forever")
+    parser.add_argument(
+        "--stagger", action="store_true", help="with --loop: clips start at different points"
+    )
     parser.add_argument("--parent-pid", type=int, help="exit when this process (our parent) dies")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
@@ -179,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if auth:
         server.set_auth(_make_auth(args.user, args.password, args.digest))
     mounts = server.get_mount_points()
+    starts = _start_points(clips) if args.stagger else {}
     for clip in clips:
-        mounts.add_factory(f"/{clip.stem}", _make_factory(clip.resolve(), args.loop, auth))
+        factory = _make_factory(clip.resolve(), args.loop, auth, starts.get(clip, 0.0))
+        mounts.add_factory(f"/{clip.stem}", factory)
 
     loop = GLib.MainLoop()
     if server.attach(None) == 0:

@@ -1,7 +1,11 @@
-"""The density section of the bench report names the contender of every search."""
+"""The density section of the bench report names the contender of every search and how the
+streams started; the search finds the largest passing camera count."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from vidpipe.bench.density import search
 from vidpipe.bench.report import _density
 
 
@@ -52,3 +56,43 @@ def test_each_search_is_reported_with_its_contender() -> None:
     assert "| vidpipe | 5 | 3 | 15 | fail |" in text
     assert "**2** at detect_fps 5 (vidpipe)" in text
     assert "**3** at detect_fps 5 (vidpipe-motion)" in text
+
+
+def test_report_says_whether_the_streams_were_staggered() -> None:
+    doc = {
+        "density": {
+            "clip": "walk.mp4",
+            "stream_fps": 10.0,
+            "start": "staggered",
+            "criteria": {
+                "min_inferred_share": 0.99,
+                "max_p95_ms": 200.0,
+                "min_capture_share": 0.97,
+                "slack_frames": 3,
+            },
+            "results": [],
+        }
+    }
+    assert "different point of the clip (staggered)" in "\n".join(_density(doc))
+    doc["density"]["start"] = "same"
+    assert "first frame (in step)" in "\n".join(_density(doc))
+
+
+def test_search_finds_the_largest_passing_count_and_never_passes_the_maximum() -> None:
+    tried: list[int] = []
+
+    def trial(limit: int) -> Callable[[int], dict]:
+        def run(n: int) -> dict:
+            tried.append(n)
+            return {"passes": n <= limit}
+
+        return run
+
+    assert search(trial(70), max_cameras=96) == 70
+    assert max(tried) <= 96
+    tried.clear()
+    assert search(trial(1000), max_cameras=96) == 96  # 64 passed, then 96 (not 128)
+    assert tried == [1, 2, 4, 8, 16, 32, 64, 96]
+    tried.clear()
+    assert search(trial(0), max_cameras=96) == 0
+    assert tried == [1]

@@ -101,6 +101,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--density-detect-fps", type=_csv(float), help="detect_fps values of density mode"
     )
+    p.add_argument(
+        "--density-start",
+        choices=("staggered", "same"),
+        help="density mode: each camera's stream starts at a different point of the clip "
+        "(staggered, the default: real cameras are not in step) or all at its first frame",
+    )
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
     p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
     p.set_defaults(func=cmd_bench)
@@ -174,6 +180,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         mode=args.mode,
         density_clip=args.density_clip,
         density_detect_fps=args.density_detect_fps,
+        density_staggered=None if args.density_start is None else args.density_start != "same",
         model=args.model,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:

@@ -73,6 +73,8 @@ class BenchOptions:
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
     density_clip: str = "car-detection.mp4"
     density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
+    # density cameras start at different points of the clip (False: all at its first frame)
+    density_staggered: bool = True
 
 
 SUITES: dict[str, BenchOptions] = {

@@ -199,6 +199,12 @@ def measured_clips(doc: dict[str, Any]) -> list[str]:
     return [c for c in doc["clips"] if c in seen]
 
 
+_STARTS = {
+    "same": ", every stream starting at the clip's first frame (in step).",
+    "staggered": ", each stream starting at a different point of the clip (staggered).",
+}
+
+
 def _density(doc: dict[str, Any]) -> list[str]:
     dens = doc.get("density")
     if not dens:
@@ -209,7 +215,8 @@ def _density(doc: dict[str, Any]) -> list[str]:
     c = dens["criteria"]
     lines += [
         f"{dens['clip']} served by a local GStreamer RTSP server at {dens['stream_fps']:g} fps, "
-        f"looped, one mount per camera. A camera count passes when every camera "
+        f"looped, one mount per camera{_STARTS.get(dens.get('start'), '.')} "
+        "A camera count passes when every camera "
         f"is read in real time (>= {100 * c['min_capture_share']:g}% of the stream rate), "
         f">= {100 * c['min_inferred_share']:g}% of its frames due for detection are inferred, "
         f"and the p95 capture-to-result latency is <= {c['max_p95_ms']:g} ms.",
