@@ -12,16 +12,19 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
-Requests in flight are capped by the cameras that have frames: at most
-``max(in_flight_floor, active cameras)`` (the backend's ``in_flight_floor`` is one request
-per OpenVINO stream; a camera is active if it submitted within ``ACTIVE_WINDOW_S``). With
-fewer cameras than requests, the extra requests only queued frames in front of each other:
-by Little's law every frame in the system adds a frame interval to every frame's latency
-(p95 at 1 camera was about twice the naive loop's, README "Performance").
+Requests in flight are capped by the cameras that have frames: one per stream (the backend's
+``in_flight_floor``), plus one queued behind them once more cameras than streams have frames
+(a camera is active if it submitted within ``ACTIVE_WINDOW_S``). The queued one keeps every
+stream busy while the next frame is letterboxed and submitted; more only queue frames in
+front of each other, and by Little's law every frame in the system adds a frame interval to
+every frame's latency (p95 at 1 camera was about twice the naive loop's with the whole pool
+in flight; at 4 cameras 1080p, with one request per camera and two frames decoded ahead,
+p50 was 1.6-2x the naive loop's, ``vidpipe bench``, README "Performance").
 
 File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
 decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), so frames do not age
-in the hub while earlier ones are inferred.
+in the hub while earlier ones are inferred. With an in-flight floor (OpenVINO on the CPU)
+that is one: the queued request covers the time to decode the next frame.
 
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
@@ -116,15 +119,16 @@ class Scheduler:
         self._rules: dict[str, CameraRules] = {}
         self.pool = BufferPool(backend.input_spec, 2 * backend.capacity)
         self.pipeline_depth = 4 * backend.capacity
+        # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
+        self.in_flight_floor: int | None = getattr(backend, "in_flight_floor", None)
         # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
         # wait in the hub, and by Little's law each one adds a frame interval to every
         # frame's latency; an unlimited hub kept one per camera (8 cameras: 8 frames ahead,
-        # p95 latency 2x the naive loop's). One ready frame per OpenVINO stream (half the
-        # request pool) keeps the streams fed (`vidpipe bench`, README "Performance").
-        self.decode_ahead = max(2, backend.capacity // 2)
+        # p95 latency 2x the naive loop's). With a floor the request queued behind the
+        # streams covers one decode; without one, one ready frame per stream (half the pool)
+        # keeps a device fed (`vidpipe bench`, README "Performance").
+        self.decode_ahead = 1 if self.in_flight_floor else max(2, backend.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
-        # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
-        self.in_flight_floor: int | None = getattr(backend, "in_flight_floor", None)
         self._in_backend = 0  # submitted, completion not yet called back
         self._backend_cond = threading.Condition()
         self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
@@ -270,7 +274,8 @@ class Scheduler:
         now = time.monotonic()
         self._last_submit[camera] = now
         active = sum(1 for t in list(self._last_submit.values()) if now - t <= ACTIVE_WINDOW_S)
-        return min(self.backend.capacity, max(self.in_flight_floor, active))
+        floor = self.in_flight_floor
+        return min(self.backend.capacity, max(floor, min(active, floor + 1)))
 
     def _wait_cap(self, camera: str, timeout_s: float) -> bool:
         cap = self.in_flight_cap(camera)

@@ -1,4 +1,5 @@
-"""The vidpipe contender: the real ``Daemon`` with a real config, as a user would run it.
+"""The vidpipe contender: the real ``Daemon`` with a real config, as a user would run it
+(``vidpipe run``'s malloc settings included).
 
 N looping file cameras (unpaced: files use the ``block`` mailbox policy), metrics served on
 127.0.0.1 with a free port, one JSONL sink to a temporary file. Frames inferred come from
@@ -75,8 +76,15 @@ class VidpipeRun:
     name = "vidpipe"
 
     def __init__(self, spec: PointSpec) -> None:
+        from vidpipe.cli import tune_malloc
         from vidpipe.daemon import Daemon
 
+        # As ``vidpipe run`` does, before the daemon starts a thread: without it the 1080p
+        # frames the capture threads allocate were page-faulted in anew (PyAV decode and BGR
+        # conversion 5.0 ms of CPU a frame against 3.9 ms with it, OpenCV 4.2-4.4:
+        # ``python -m benchmarks.decode_cost [--tune-malloc]``), so the bench measured a
+        # daemon nobody runs. The worker is a fresh process per point.
+        tune_malloc()
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
         self.jsonl = Path(self._tmp.name) / "results.jsonl"
