@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from vidpipe.capture.motion import MotionGate, changed_fraction, grey_copy
+from vidpipe.capture.motion import MotionGate, camera_phase, changed_fraction, grey_copy
 from vidpipe.config import CameraConfig, CaptureConfig, ConfigError, MotionConfig, parse_config
 from vidpipe.metrics import Metrics
 
@@ -85,3 +87,28 @@ cameras:
     with pytest.raises(ConfigError) as err:
         parse_config(text, "t.yaml")
     assert "cameras[0].motion.min_area" in str(err.value)
+
+
+def test_cameras_force_their_frames_out_of_step() -> None:
+    """Still scenes, started together: each camera's first forced frame comes early by its
+    phase, then every ``max_skip_s``, so the forced frames of many cameras are spread out."""
+    forced: list[list[int]] = []
+    for name in ("cam0", "cam1", "cam2", "cam3"):
+        camera = CameraConfig(name=name, url="x.mp4")
+        gate = MotionGate.for_camera(camera, MotionConfig(enabled=True, max_skip_s=1.0))
+        assert gate is not None and gate.phase == camera_phase(name)
+        got = [gate.admit(scene(), i / 10) for i in range(35)]
+        admitted = [i for i, g in enumerate(got) if g is not None]
+        assert admitted[0] == 0  # a new stream's first frame is always inferred
+        # frame i is at i/10 s: forced once i/10 >= (1 - phase) s (float rounding: +-1 frame)
+        assert abs(admitted[1] - 10 * (1 - gate.phase)) <= 1
+        gaps = [b - a for a, b in itertools.pairwise(admitted[1:])]
+        assert len(gaps) >= 1 and set(gaps) <= {10, 11}  # then every max_skip_s, as before
+        forced.append(admitted[1:])
+    assert len({f[0] for f in forced}) >= 3  # not in step (two may share a tenth by chance)
+    assert len({camera_phase(f"cam{i}") // 0.1 for i in range(40)}) == 10  # every tenth used
+
+
+def test_a_phase_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="phase"):
+        MotionGate(MotionConfig(enabled=True), phase=1.0)

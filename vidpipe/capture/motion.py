@@ -13,6 +13,12 @@ Two things keep the detector's view of the scene right while frames are skipped:
 * a frame is inferred at least every ``max_skip_s`` (media time for files), so that objects
   standing still stay known and keep their tracks.
 
+Cameras that start together and watch still scenes would force their frames at the same
+moments, every ``max_skip_s``: a burst of one inference per camera that the box must absorb at
+once, while between the bursts it idles. So each camera has its own phase (from its name):
+its first forced frame comes that fraction of ``max_skip_s`` early, and the later ones keep
+the spacing.
+
 Skipped frames are gaps in ``Frame.seq``, which the tracker bridges like decimated frames; the
 admitted frame carries how many were skipped (``Frame.still_frames``), so that a track that had
 already gone missing ends after as many due frames as without the gate.
@@ -20,6 +26,7 @@ already gone missing ends after as many due frames as without the gate.
 
 from __future__ import annotations
 
+import zlib
 from collections import deque
 
 import cv2
@@ -29,7 +36,7 @@ import numpy.typing as npt
 from vidpipe.config import CameraConfig, MotionConfig
 from vidpipe.metrics import CameraMetrics
 
-__all__ = ["SMALL_WIDTH", "MotionGate", "changed_fraction", "grey_copy"]
+__all__ = ["SMALL_WIDTH", "MotionGate", "camera_phase", "changed_fraction", "grey_copy"]
 
 #: Width of the grey copy that is compared, in pixels (the height keeps the aspect).
 SMALL_WIDTH = 160
@@ -43,10 +50,17 @@ class MotionGate:
     Args:
         cfg: the camera's motion settings.
         metrics: the camera's metrics: ``no_motion`` drops and the motion ratio gauge.
+        phase: 0 <= phase < 1; after a reset the first frame forced by ``max_skip_s`` comes
+            ``phase x max_skip_s`` early (``camera_phase``), so cameras are not in step.
     """
 
-    def __init__(self, cfg: MotionConfig, metrics: CameraMetrics | None = None) -> None:
+    def __init__(
+        self, cfg: MotionConfig, metrics: CameraMetrics | None = None, phase: float = 0.0
+    ) -> None:
+        if not 0.0 <= phase < 1.0:
+            raise ValueError(f"motion gate phase must be in [0, 1), got {phase}")
         self.cfg = cfg
+        self.phase = phase
         self._metrics = metrics
         self._recent: deque[bool] = deque(maxlen=_RATIO_WINDOW)
         self._moving_recent = 0
@@ -58,7 +72,7 @@ class MotionGate:
     ) -> MotionGate | None:
         """The camera's gate (its own ``motion``, else ``default``); None if it is off."""
         cfg = camera.motion or default
-        return cls(cfg, metrics) if cfg.enabled else None
+        return cls(cfg, metrics, camera_phase(camera.name)) if cfg.enabled else None
 
     def reset(self) -> None:
         """Forget the reference: the next frame is inferred (a new stream)."""
@@ -94,8 +108,10 @@ class MotionGate:
                 self._metrics.drop("no_motion")
             return None
         skipped, self._skipped = self._skipped, 0
+        # the first frame of a stream: the next forced one comes early by this camera's phase
+        early = self.phase * self.cfg.max_skip_s if reference is None else 0.0
         self._reference = small
-        self._last_inferred_s = t_s
+        self._last_inferred_s = t_s - early
         return skipped
 
     def _record(self, moving: bool) -> None:
@@ -105,6 +121,12 @@ class MotionGate:
         self._moving_recent += moving
         if self._metrics is not None:
             self._metrics.motion_ratio.set(self.motion_ratio)
+
+
+def camera_phase(name: str) -> float:
+    """A fraction in [0, 1) that is the same for a camera name on every run, and spread
+    evenly over many names (CRC-32)."""
+    return zlib.crc32(name.encode()) / 2**32
 
 
 def grey_copy(image: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
