@@ -108,7 +108,9 @@ class DecoderStream:
         with torch.cuda.device(gpu):
             torch.cuda.init()
             self.stream = torch.cuda.Stream()
-        err, context = driver.cuDevicePrimaryCtxRetain(gpu)
+        err, device = driver.cuDeviceGet(gpu)  # PyTorch has called cuInit already
+        if err == driver.CUresult.CUDA_SUCCESS:
+            err, context = driver.cuDevicePrimaryCtxRetain(device)
         if err != driver.CUresult.CUDA_SUCCESS:
             raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
         self.context = int(context)
