@@ -19,7 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
+import shutil
+import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,7 +85,60 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
                 buckets[le] = buckets.get(le, 0.0) + s.value
     batches = registry.get_sample_value("vidpipe_batch_size_count") or 0.0
     frames = registry.get_sample_value("vidpipe_batch_size_sum") or 0.0
-    return {"cams": cams, "buckets": buckets, "batches": batches, "frames": frames}
+    infer_s = registry.get_sample_value("vidpipe_inference_latency_seconds_sum") or 0.0
+    infers = registry.get_sample_value("vidpipe_inference_latency_seconds_count") or 0.0
+    return {
+        "cams": cams,
+        "buckets": buckets,
+        "batches": batches,
+        "frames": frames,
+        "infer_s": infer_s,
+        "infers": infers,
+    }
+
+
+def start_dmon(device: int) -> subprocess.Popen[str] | None:
+    """``nvidia-smi dmon`` sampling SM and NVDEC utilisation every second (None without it)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    cmd = ["nvidia-smi", "dmon", "-s", "u", "-d", "1", "-i", str(device)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def stop_dmon(proc: subprocess.Popen[str] | None) -> dict[str, float]:
+    """Mean utilisation (percent) per dmon column over the samples taken."""
+    if proc is None:
+        return {}
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    header: list[str] = []
+    sums: dict[str, list[float]] = {}
+    for line in out.splitlines():
+        if line.startswith("# gpu"):
+            header = line[1:].split()
+        elif header and not line.startswith("#"):
+            for name, value in zip(header[1:], line.split()[1:], strict=False):
+                if value.replace(".", "", 1).isdigit():
+                    sums.setdefault(name, []).append(float(value))
+    return {name: round(sum(v) / len(v), 1) for name, v in sums.items() if v}
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's threads, summed by thread name without its digits
+    ("cam12-reader" and "cam3-reader" count together; native threads fall under "native").
+    This is the evidence for what limits the count: per-thread CPU shows whether the camera
+    threads, the batcher or the completion threads are the ones near one core."""
+    names = {t.native_id: re.sub(r"\d+", "#", t.name) for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended between listdir and read
+        name = names.get(int(tid), "native")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
@@ -109,8 +167,12 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
             time.sleep(args.warmup)
             registry = daemon.metrics.registry
             before, cpu0, t0 = _snapshot(registry, cameras), time.process_time(), time.time()
+            threads0 = thread_cpu()
+            dmon = start_dmon(args.device) if args.inference == "torch" else None
             time.sleep(args.window)
             after, cpu1, t1 = _snapshot(registry, cameras), time.process_time(), time.time()
+            threads1 = thread_cpu()
+            utilisation = stop_dmon(dmon)
             memory = registry.get_sample_value(
                 "vidpipe_gpu_memory_used_bytes", {"gpu": str(args.device)}
             )
@@ -132,6 +194,15 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
         "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
         "mean_batch": round((after["frames"] - before["frames"]) / batches, 2) if batches else 0,
         "gpu_memory_mib": None if memory is None else round(memory / 2**20),
+        "infer_ms": round(1000 * (after["infer_s"] - before["infer_s"]) / infers, 2)
+        if (infers := after["infers"] - before["infers"])
+        else None,
+        "gpu_util": utilisation,
+        "thread_cores": {
+            name: round((cpu - threads0.get(name, 0.0)) / (t1 - t0), 3)
+            for name, cpu in sorted(threads1.items(), key=lambda kv: -kv[1])
+            if cpu - threads0.get(name, 0.0) > 0.01 * (t1 - t0)
+        },
     }
     point["holds"] = worst >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
     return point
