@@ -185,3 +185,49 @@ def test_golden_nvdec_gpu_path_against_cpu_path_gpu(clip: Path, model_path: Path
     ex.close()
     print("CPU-path detections", seen, "GPU-path", sum(len(d) for d in got))
     assert not problems, "\n".join(problems)
+
+
+def test_damaged_file_at_a_credentialed_path_leaks_nothing_to_stderr_gpu(
+    clip: Path, tmp_path: Path
+) -> None:
+    """PyNvVideoCodec prints to fd 2 from C++ ("[ERROR] General error ... FFmpegDemuxer.h" on
+    damaged data, FFmpeg's own lines, paths it cannot open). Read a corrupt copy of the clip,
+    and a missing file, at paths that look like credentialed RTSP URLs, in a child process
+    whose real stderr is read here: the password appears nowhere, and the library's lines
+    arrive as log records of ``vidpipe.capture.native`` (``vidpipe.capture.native_stderr``)."""
+    import subprocess
+    import sys
+
+    secret = "hunter22-pw"
+    # "rtsp:" and "admin:...@cam1" are directories; the doubled slash (ignored by the file
+    # system) makes the path read as an RTSP URL, as the redaction sees it.
+    (tmp_path / "rtsp:" / f"admin:{secret}@cam1").mkdir(parents=True)
+    where = f"{tmp_path}/rtsp://admin:{secret}@cam1"
+    data = bytearray(clip.read_bytes())
+    lo = len(data) // 3
+    data[lo : lo + len(data) // 5] = (
+        np.random.default_rng().integers(0, 256, len(data) // 5, dtype=np.uint8).tobytes()
+    )
+    bad = f"{where}/stream.mp4"
+    Path(bad).write_bytes(bytes(data))
+    code = f"""
+import logging, sys
+from vidpipe.capture.nvdec import NvdecError, NvdecReader
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s %(message)s")
+for path in ({bad!r}, {where + "/missing.mp4"!r}):
+    reader = NvdecReader(path, 0)
+    try:
+        reader.open()
+        while reader.read() is not None:
+            pass
+    except NvdecError as exc:
+        logging.getLogger("child").warning("%s", exc)
+    reader.close()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    print(done.stderr[-3000:])
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stderr and secret not in done.stdout
+    assert "vidpipe.capture.native" in done.stderr, "the library printed nothing that was caught"

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from vidpipe.capture.native_stderr import install as install_native_stderr
 from vidpipe.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -50,15 +51,21 @@ class NvdecInfo:
 
 
 def load_codec() -> Any:
-    """Import PyNvVideoCodec, or raise NvdecError saying what is missing."""
+    """Import PyNvVideoCodec, or raise NvdecError saying what is missing.
+
+    Once it is imported, what its C++ code prints to file descriptor 2 goes through the
+    redacting reader of ``vidpipe.capture.native_stderr`` (installed here, once).
+    """
     try:
         # Imported by name: the package ships no type information and is absent in CI.
-        return importlib.import_module("PyNvVideoCodec")
+        codec = importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # ImportError, or its RuntimeError when the driver lacks NVDEC
         raise NvdecError(
             f"capture.decoder nvdec needs PyNvVideoCodec (pip install pynvvideocodec) and an "
             f"NVIDIA driver with NVDEC: {exc}"
         ) from None
+    install_native_stderr()
+    return codec
 
 
 def _torch_from_dlpack(frame: Any) -> Any:
@@ -175,7 +182,7 @@ class NvdecReader:
             if self._consecutive > self._max_errors:
                 raise NvdecError(
                     f"{self._consecutive} packets in a row failed to decode "
-                    f"({type(exc).__name__}: {exc})"
+                    f"({type(exc).__name__}: {redact_text(str(exc))})"
                 ) from None
             return
         self._consecutive = 0

@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
@@ -134,6 +135,8 @@ class NvdecSource:
         self._camera = camera.name
         self._counted_errors = 0
         self._session = False
+        self._url = camera.url
+        self._attributed = False
 
     @property
     def info(self) -> SourceInfo:
@@ -145,6 +148,9 @@ class NvdecSource:
         return self._reader.decode_errors
 
     def open(self) -> SourceInfo:
+        if not self._attributed:  # lines the library prints to fd 2 may name this camera
+            self._attributed = True
+            attribute_camera(self._camera, self._url)
         try:
             opened = self._reader.open()
         except NvdecError as exc:  # its message is redacted already
@@ -182,6 +188,9 @@ class NvdecSource:
         if self._session:
             self._session = False
             STATS.opened(-1)
+        if self._attributed:
+            self._attributed = False
+            release_camera(self._camera)
 
 
 def check_nvdec(cfg: Config) -> list[str]:
