@@ -177,7 +177,9 @@ def test_loading_pynvvideocodec_installs_the_reader_fake_nvdec(tmp_path) -> None
         from vidpipe.capture.source import SourceError
         from vidpipe.config import CameraConfig, CaptureConfig
         cam = CameraConfig(name="door", url=URL, decoder="nvdec")
-        src = NvdecSource(cam, CaptureConfig())
+        import contextlib, types
+        no_cuda = types.SimpleNamespace(context=None, handle=None, current=contextlib.nullcontext)
+        src = NvdecSource(cam, CaptureConfig(), cuda=lambda gpu: no_cuda)  # no GPU here
         try:
             src.open()
         except SourceError as exc:
