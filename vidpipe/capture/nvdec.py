@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import Callable, Iterator
@@ -60,20 +61,25 @@ def keep_cuda_context() -> Iterator[None]:
     later PyTorch call on that thread ran in the dead context and the process aborted in the
     caching allocator ("CUDA error: context is destroyed"). tests/gpu/test_nvdec_gpu.py
     (``test_loading_pynvvideocodec_keeps_the_threads_cuda_context_gpu``) shows both sides.
-    Without cuda-python there is nothing to restore with, and nothing is done.
+    Without cuda-python, or without the driver library it loads (a CPU machine: cuda-python
+    raises ``DynamicLibNotFoundError`` at the first call), nothing is done.
     """
+    restore: Callable[[], Any] | None = None
     try:
         from cuda.bindings import driver
-    except ImportError:
-        yield
-        return
-    ok = driver.CUresult.CUDA_SUCCESS
-    saved = driver.cuCtxGetCurrent() if driver.cuInit(0)[0] == ok else (None, None)
+
+        ok = driver.CUresult.CUDA_SUCCESS
+        if driver.cuInit(0)[0] == ok:
+            err, context = driver.cuCtxGetCurrent()
+            if err == ok:  # context: None or the context the thread had
+                restore = functools.partial(driver.cuCtxSetCurrent, context)
+    except Exception:  # no cuda-python, or no driver library for it to load
+        pass
     try:
         yield
     finally:
-        if saved[0] == ok:
-            driver.cuCtxSetCurrent(saved[1])  # None or the context the thread had
+        if restore is not None:
+            restore()
 
 
 def load_codec() -> Any:
