@@ -122,6 +122,37 @@ def test_python_stderr_and_handlers_move_to_the_original_fd() -> None:
     assert "after uninstall" in lines, err  # fd 2 is the real stderr again
 
 
+def test_fd2_taken_over_by_someone_else_is_left_to_them() -> None:
+    """A test runner's capture (or any code) that sets fd 2 after ``install`` ends the pipe;
+    ``uninstall`` then leaves fd 2 alone, and ``install`` sets the reader up again."""
+    out, err = run_child(
+        """
+        import tempfile, time
+        native_stderr.install()
+        other = tempfile.TemporaryFile()
+        os.dup2(other.fileno(), 2)  # the pipe's last write end is gone: the reader stops
+        deadline = time.monotonic() + 10
+        while native_stderr.installed() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print(native_stderr.installed())
+        native_stderr.uninstall()
+        c_write("into the other file\\n")
+        other.seek(0)
+        print(other.read().decode().strip())
+        native_stderr.install()  # over the other file, which is fd 2 now
+        print(native_stderr.installed())
+        c_write(f"again {URL}\\n")
+        native_stderr.uninstall()
+        other.seek(0)
+        print(other.read().decode().strip().splitlines()[-1])
+        """
+    )
+    lines = out.splitlines()
+    assert lines[:3] == ["False", "into the other file", "True"], out
+    assert lines[3].endswith("camera ?: [native] again rtsp://admin:***@10.1.2.3:554/stream1")
+    assert PASSWORD not in out + err
+
+
 def test_long_lines_are_cut_at_a_space_and_never_split_a_url() -> None:
     _, err = run_child(
         """

@@ -25,8 +25,10 @@ Python's own stderr keeps working: ``sys.stderr`` and every logging handler that
 fd 2 are moved to a duplicate of the original fd 2 (so log lines never loop through the
 pipe), and so is ``faulthandler`` if it is on (a crash dump must not wait for a thread).
 
-It is installed by the first NVDEC reader that opens (``vidpipe.capture.nvdec``): a daemon
-without nvdec cameras never touches fd 2.
+It is installed when PyNvVideoCodec is first loaded (``vidpipe.capture.nvdec.load_codec``:
+the start-up check of nvdec cameras, or the first NVDEC reader): a daemon without nvdec
+cameras never touches fd 2. Child processes inherit the pipe as their stderr, so what they
+print is logged the same way.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class NativeStderr:
         sys.stderr.flush()
         read_fd, write_fd = os.pipe()
         _grow_pipe(write_fd)
+        self._pipe_inode = os.fstat(write_fd).st_ino
         self._move_python_stderr()
         os.dup2(write_fd, 2)
         os.close(write_fd)
@@ -214,12 +217,19 @@ class NativeStderr:
         except Exception:  # the pump must keep draining, or the C writers block on fd 2
             return
 
+    @property
+    def alive(self) -> bool:
+        """Whether lines written to fd 2 are still read (False once something else, such as
+        a test runner's capture, has replaced fd 2 and the pipe has ended)."""
+        return self._saved_fd >= 0 and self._thread.is_alive()
+
     def close(self) -> None:
         """Give fd 2 back to the original stderr, log what is still in the pipe, undo the
         moves. Idempotent."""
         if self._saved_fd < 0:
             return
-        os.dup2(self._saved_fd, 2)  # closes the pipe's last write end: the pump reads EOF
+        if os.fstat(2).st_ino == self._pipe_inode:  # else someone else has set fd 2 since
+            os.dup2(self._saved_fd, 2)  # closes the pipe's last write end: the pump reads EOF
         os.close(self._saved_fd)
         self._saved_fd = -1
         self._thread.join(_JOIN_S)
@@ -274,15 +284,22 @@ def _fileno(stream: Any) -> int:
 
 _lock = threading.Lock()
 _active: NativeStderr | None = None
+_active_ever = False  # atexit holds uninstall (once)
 
 
 def install() -> NativeStderr:
-    """Route fd 2 through the redacting reader (idempotent: the first call installs it)."""
-    global _active
+    """Route fd 2 through the redacting reader (idempotent: the first call installs it, and
+    a later one again if something else has taken fd 2 over since)."""
+    global _active, _active_ever
     with _lock:
+        if _active is not None and not _active.alive:
+            _active.close()
+            _active = None
         if _active is None:
+            if not _active_ever:
+                atexit.register(uninstall)  # at exit, what is still in the pipe is logged first
             _active = NativeStderr()
-            atexit.register(uninstall)  # at exit, what is still in the pipe is logged first
+            _active_ever = True
         return _active
 
 
@@ -296,4 +313,5 @@ def uninstall() -> None:
 
 
 def installed() -> bool:
-    return _active is not None
+    """Whether fd 2 is read by the redacting reader now."""
+    return _active is not None and _active.alive
