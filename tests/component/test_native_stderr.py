@@ -57,6 +57,8 @@ def test_native_lines_are_redacted_attributed_and_logged() -> None:
                 "/project/src/VideoCodecSDKUtils/helper_classes/Utils/FFmpegDemuxer.h\\n")
         c_write(f"[rtsp @ 0x55d0c2a8e1c0] method DESCRIBE failed: 401 {URL}\\n")
         c_write("[h264 @ 0x55d0c2a8e1c0] error in /clips/yard.mp4\\n[INFO] opened\\n")
+        native_stderr.attribute_camera("dock", "rtsp://ops:pw@dock.example/live")
+        c_write("[rtsp @ 0x55d0c2a8e1c0] rtsp://dock.example/live: Connection refused\\n")
         c_write("some other library says hello\\n")
         logging.getLogger("vidpipe.test").warning("python side")
         native_stderr.uninstall()
@@ -65,7 +67,7 @@ def test_native_lines_are_redacted_attributed_and_logged() -> None:
     assert PASSWORD not in err, err
     lines = err.splitlines()
     native = [ln for ln in lines if "vidpipe.capture.native" in ln]
-    assert len(native) == 5, err
+    assert len(native) == 6, err
     assert (
         "WARNING" in native[0]
         and "camera ?: [nvdec] [ERROR][18:53:56] General error" in (native[0])
@@ -76,7 +78,8 @@ def test_native_lines_are_redacted_attributed_and_logged() -> None:
     assert "rtsp://admin:***@10.1.2.3:554/stream1" in native[1]
     assert "camera yard: [nvdec] [h264 @" in native[2]
     assert "INFO" in native[3] and "[nvdec] [INFO] opened" in native[3]
-    assert "camera ?: [native] some other library says hello" in native[4]
+    assert "camera dock: [nvdec] [rtsp @ 0x55d0c2a8e1c0] rtsp://dock.example/live" in native[4]
+    assert "camera ?: [native] some other library says hello" in native[5]
     # Python's own logging still reaches the real stderr, once, not through the pipe.
     python_side = [ln for ln in lines if "python side" in ln]
     assert python_side == ["WARNING vidpipe.test python side"], err
@@ -223,3 +226,43 @@ def test_loading_pynvvideocodec_installs_the_reader_fake_nvdec(tmp_path) -> None
     assert PASSWORD not in err, err
     assert "camera door: [nvdec] [ERROR] cannot open rtsp://admin:***@10.1.2.3" in err, err
     assert "source error:" in err
+
+
+@pytest.mark.parametrize(
+    ("line", "origin", "level"),
+    [
+        ("[ERROR][18:53:56] General error -1094995529 at line 1337", "nvdec", "WARNING"),
+        ("[FATAL] cuvidCreateDecoder failed", "nvdec", "ERROR"),
+        ("[WARN] odd packet", "nvdec", "WARNING"),
+        ("[INFO] Using NVENC 13.0", "nvdec", "INFO"),
+        ("[TRACE] packet 12", "nvdec", "DEBUG"),
+        ("[h264 @ 0x55d0c2a8e1c0] error while decoding MB 3 4", "nvdec", "WARNING"),
+        ("[rtsp @ 0x7f00] method DESCRIBE failed: 401 Unauthorized", "nvdec", "WARNING"),
+        ("Decode Error occurred for picture 171", "native", "WARNING"),
+        ("[W socket.cpp:663] [c10d] hostname", "native", "WARNING"),
+    ],
+)
+def test_classify(line: str, origin: str, level: str) -> None:
+    import logging
+
+    from vidpipe.capture.native_stderr import classify
+
+    assert classify(line) == (origin, logging.getLevelName(level))
+
+
+@pytest.mark.parametrize(
+    ("url", "forms"),
+    [
+        ("/clips/a.mp4", ("/clips/a.mp4",)),
+        ("file:///clips/a.mp4", ("/clips/a.mp4",)),
+        ("rtsp://cam/s", ("rtsp://cam/s",)),
+        ("rtsp://u:p@cam:554/s?x=1", ("rtsp://u:p@cam:554/s?x=1", "rtsp://cam:554/s?x=1")),
+        ("rtsp://ops@corp:p@ss w:rd@cam/s", ("rtsp://ops@corp:p@ss w:rd@cam/s", "rtsp://cam/s")),
+    ],
+)
+def test_a_camera_is_recognised_by_its_url_with_or_without_userinfo(
+    url: str, forms: tuple[str, ...]
+) -> None:
+    from vidpipe.capture.native_stderr import _url_forms
+
+    assert _url_forms(url) == forms

@@ -82,14 +82,14 @@ class _Cameras:
     once the count is 0, when that happened."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    urls: dict[str, str] = field(default_factory=dict)
+    urls: dict[str, tuple[str, ...]] = field(default_factory=dict)
     uses: dict[str, int] = field(default_factory=dict)
     released: dict[str, float] = field(default_factory=dict)
 
     def owner(self, raw_line: str) -> str | None:
         with self.lock:
             self._forget(time.monotonic() - RELEASE_GRACE_S)
-            named = [cam for cam, url in self.urls.items() if url and url in raw_line]
+            named = [cam for cam, forms in self.urls.items() if any(f in raw_line for f in forms)]
             if len(named) == 1:
                 return named[0]
             if not named and len(self.urls) == 1:
@@ -106,11 +106,23 @@ _cameras = _Cameras()
 
 def attribute_camera(camera: str, url: str) -> None:
     """``camera`` uses NVDEC on ``url`` (a file path or stream URL) until ``release_camera``."""
-    path = url[len("file://") :] if url.lower().startswith("file://") else url
     with _cameras.lock:
-        _cameras.urls[camera] = path
+        _cameras.urls[camera] = _url_forms(url)
         _cameras.uses[camera] = _cameras.uses.get(camera, 0) + 1
         _cameras.released.pop(camera, None)
+
+
+def _url_forms(url: str) -> tuple[str, ...]:
+    """How a line may spell ``url``: as given, and for a stream URL without its userinfo
+    (FFmpeg prints ``rtsp://host/path``); a ``file://`` URL as its path."""
+    if url.lower().startswith("file://"):
+        return (url[len("file://") :],)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return (url,)
+    authority, slash, path = rest.partition("/")  # a password holds no '/' (vidpipe.redact)
+    bare = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+    return (url,) if bare == url else (url, bare)
 
 
 def release_camera(camera: str) -> None:
