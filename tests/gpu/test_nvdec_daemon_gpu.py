@@ -297,9 +297,11 @@ def test_device_postprocessing_in_the_stream_set_equals_the_host_path_gpu(
                 got.clear()
                 request = PostprocessRequest("yolox", lb, 0.30, classes, 0.45)
                 for tag in (SubmitTag(request), "raw"):
+                    # one batch each: a batch that mixes them is postprocessed on the host
                     assert backend.wait_slot(30)
                     backend.submit(x[None], 0, tag, collect)
-                assert backend.drain(60) and len(got) == 2
+                    assert backend.drain(60)
+                assert len(got) == 2
                 dev = next(c for c in got if c.tag != "raw")
                 raw = next(c for c in got if c.tag == "raw")
                 assert dev.outputs is None and dev.detections is not None, dev.error
