@@ -191,10 +191,11 @@ def test_damaged_file_at_a_credentialed_path_leaks_nothing_to_stderr_gpu(
     clip: Path, tmp_path: Path
 ) -> None:
     """PyNvVideoCodec prints to fd 2 from C++ ("[ERROR] General error ... FFmpegDemuxer.h" on
-    damaged data, FFmpeg's own lines, paths it cannot open). Read a corrupt copy of the clip,
-    and a missing file, at paths that look like credentialed RTSP URLs, in a child process
-    whose real stderr is read here: the password appears nowhere, and the library's lines
-    arrive as log records of ``vidpipe.capture.native`` (``vidpipe.capture.native_stderr``)."""
+    damaged data, FFmpeg's own lines, paths it cannot open). Two nvdec cameras, as the daemon
+    opens them (``NvdecSource``), read a corrupt copy of the clip and a missing file at paths
+    that look like credentialed RTSP URLs, in a child process whose real stderr is read here:
+    the password appears nowhere, and the library's lines arrive as log records of
+    ``vidpipe.capture.native`` naming the camera (``vidpipe.capture.native_stderr``)."""
     import subprocess
     import sys
 
@@ -208,21 +209,25 @@ def test_damaged_file_at_a_credentialed_path_leaks_nothing_to_stderr_gpu(
     data[lo : lo + len(data) // 5] = (
         np.random.default_rng().integers(0, 256, len(data) // 5, dtype=np.uint8).tobytes()
     )
-    bad = f"{where}/stream.mp4"
-    Path(bad).write_bytes(bytes(data))
+    Path(f"{where}/stream.mp4").write_bytes(bytes(data))
     code = f"""
-import logging, sys
-from vidpipe.capture.nvdec import NvdecError, NvdecReader
+import logging, sys, time
+from vidpipe.capture.nvdec_source import NvdecSource
+from vidpipe.capture.source import SourceError
+from vidpipe.config import CameraConfig, CaptureConfig
+
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s %(message)s")
-for path in ({bad!r}, {where + "/missing.mp4"!r}):
-    reader = NvdecReader(path, 0)
+for name, path in (("cam1", "stream.mp4"), ("cam2", "missing.mp4")):
+    url = "file://" + {where!r} + "/" + path
+    source = NvdecSource(CameraConfig(name=name, url=url, decoder="nvdec"), CaptureConfig())
     try:
-        reader.open()
-        while reader.read() is not None:
+        source.open()
+        while source.read() is not None:
             pass
-    except NvdecError as exc:
-        logging.getLogger("child").warning("%s", exc)
-    reader.close()
+    except SourceError as exc:
+        logging.getLogger("child").warning("%s: %s", name, exc)
+    source.close()
+    time.sleep(0.5)  # the reader thread logs cam1's lines while cam1 is the only camera
 """
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
@@ -230,7 +235,9 @@ for path in ({bad!r}, {where + "/missing.mp4"!r}):
     print(done.stderr[-3000:])
     assert done.returncode == 0, done.stderr
     assert secret not in done.stderr and secret not in done.stdout
-    assert "vidpipe.capture.native" in done.stderr, "the library printed nothing that was caught"
+    assert "vidpipe.capture.native camera cam1: [nvdec]" in done.stderr, (
+        "the library printed nothing that was caught for cam1"
+    )
 
 
 _CONTEXT_PROBE = """
