@@ -26,7 +26,6 @@ import numpy as np
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.cuda_rt import CudaError
 from vidpipe.infer.gpu_base import ModelIO, TensorIO
-from vidpipe.preprocess.buffers import InputBuffer
 from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 FRAME_SHAPE = (8, 8, 3)
@@ -268,22 +267,3 @@ def tagged_frame(a: int, b: int, c: int = 0) -> np.ndarray:
     x = np.zeros((1, *FRAME_SHAPE), np.uint8)
     x[0, 0, 0] = (a, b, c)
     return x
-
-
-def lend_and_submit(
-    backend: Any,
-    frame: np.ndarray | DeviceImage,
-    tag: Any,
-    on_done: Callable[[Any], None],
-    timeout_s: float = 10.0,
-) -> InputBuffer:
-    """One frame the scheduler's way: ``lend``, fill the lent buffer, ``submit``.
-
-    ``frame`` is a ``(1, h, w, 3)`` u8 input already at the model's size (the fill's letterbox
-    is then a plain copy into the lent memory) or a GPU picture. Returns the lent buffer.
-    """
-    buf = backend.lend(timeout_s)
-    assert buf is not None, f"no free slot within {timeout_s} s"
-    buf.fill(frame if isinstance(frame, DeviceImage) else frame[0])
-    backend.submit(buf, tag, on_done)
-    return buf

@@ -21,7 +21,8 @@ from tests.component.test_streamset_fake_gpu import (
     make_backend,
     submit,
 )
-from tests.fake_gpu import device_frame, lend_and_submit, tagged_frame
+from tests.fake_gpu import device_frame, tagged_frame
+from tests.lending import lend_and_submit
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics

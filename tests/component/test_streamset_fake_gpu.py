@@ -13,14 +13,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, lend_and_submit, tagged_frame
+from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
+from tests.lending import lend_and_submit
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError, FatalDeviceError
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams
-from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.preprocess.buffers import input_buffer
+from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Detections, Frame, FrameResult, TensorSpec
 
 pytestmark = pytest.mark.timeout(60)
