@@ -132,7 +132,8 @@ def test_a_lent_batch_with_no_frame_is_never_dispatched_and_comes_back_fake_gpu(
         time.sleep(0.1)  # ... whose timer never starts: it holds no frame
         assert [s.batches for s in backend.sets] == [0, 0]
         # a GPU-1 picture cannot use GPU 0's batch: its I/O set goes back unused
-        lend_and_submit(backend, device_frame(3, 1, gpu=1), (3, 1), done)
+        buf = lend_and_submit(backend, device_frame(3, 1, gpu=1), (3, 1), done)
+        assert buf.device is None  # the lent row keeps no GPU picture alive
         assert [c.tag for c in done.wait(1)] == [(3, 1)]
         assert [s.batches for s in backend.sets] == [0, 1]
         assert backend.sets[0].free_io_sets() == 2

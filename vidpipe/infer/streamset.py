@@ -182,6 +182,7 @@ class StreamSetBackend:
         row = len(batch.entries)
         if buffer.device is not None:
             batch.device_rows.append((row, buffer.device))
+            buffer.device = None  # the row must not keep a GPU picture alive after its batch
         elif buffer is not batch.io.rows[row]:
             # The frame is not in this row: the batch it was lent from left on its timer
             # while the frame was letterboxed (or the buffer is not one of ours). One copy,
