@@ -2,8 +2,9 @@
 
 Threads and hand-offs::
 
-    scheduler thread:  hub.take() (round-robin) -> wait for a request slot: backend.lend()
-                       -> age check -> letterbox into the lent memory -> backend.submit()
+    scheduler thread:  hub.take() (round-robin) -> backend.lend() (a free slot's own input
+                       memory) -> letterbox into it -> in-flight cap -> age check
+                       -> backend.submit()
     backend thread:    completion callback: outputs copied, Completion queued
     postprocess thread: decode + NMS + filters -> FrameResult -> on_result (the sink pool)
 
@@ -225,26 +226,34 @@ class Scheduler:
             cam.drop("shutdown")
             return False
         try:
-            buf = self._lend(frame.camera, stop)
-            too_old = buf is not None and time.monotonic() - frame.t_capture > self.max_frame_age_s
-            # A too old frame leaves the buffer lent, unfilled: the next frame fills it.
-            lb = buf.fill(frame.image) if buf is not None and not too_old else None
+            prepared = self._prepare(frame, stop)
         except BaseException:
             self._depth.release()
             raise
-        if buf is None or lb is None:
+        too_old = prepared is not None and time.monotonic() - frame.t_capture > self.max_frame_age_s
+        if prepared is None or too_old:
+            # A buffer lent and not submitted stays lent: the next frame fills it again.
             self._depth.release()
             cam.drop("too_old" if too_old else "shutdown")
             return False
-        self._submit(frame, buf, lb)
+        self._submit(frame, *prepared)
         return True
 
-    def _lend(self, camera: str, stop: threading.Event) -> InputBuffer | None:
-        """The backend's input memory for the next frame, once the in-flight cap allows a
-        request and a slot is free (None: ``stop`` was set)."""
-        if not self._wait(lambda: self._wait_cap(camera, _POLL_S), stop):
+    def _prepare(self, frame: Frame, stop: threading.Event) -> tuple[InputBuffer, Letterbox] | None:
+        """Letterbox ``frame`` into the input memory the backend lends, then wait until the
+        in-flight cap allows one more request (None: ``stop`` was set meanwhile).
+
+        The letterbox comes before the cap: while the cap holds requests back (fewer cameras
+        than requests), an idle request is there to be filled, and the filled one starts the
+        moment a running one completes, as it did when frames waited in buffers of our own.
+        """
+        buf = self._wait(lambda: self.backend.lend(_POLL_S), stop)
+        if buf is None:
             return None
-        return self._wait(lambda: self.backend.lend(_POLL_S), stop)
+        lb = buf.fill(frame.image)
+        if not self._wait(lambda: self._wait_cap(frame.camera, _POLL_S), stop):
+            return None
+        return buf, lb
 
     def _submit(self, frame: Frame, buf: InputBuffer, lb: Letterbox) -> None:
         """Hand a filled buffer to the backend, with the bookkeeping its completion undoes."""
