@@ -9,10 +9,8 @@
 #   (check them with tests/golden.py's rule at any margins).
 # Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all|daemon] [CAMERAS]
 #   daemon (not part of all): python -m vidpipe.bench.gpu_daemon, the daemon's camera count.
-# PyAV (`av`, the CPU capture; its wheel is 36 MB) does not fit in one 64 MiB carry with the
-# rest: install it in an earlier call of the same machine
-# (`python3 -m pip install --no-index --no-deps --target DIR av-*.whl`) and pass DIR in
-# PYTHONPATH, which this script keeps.
+# The wheelhouse may come packed (`gpu-wheels.sh --pack`: WHEELS.tar.xz, which fits in one
+# 64 MiB carry with the tree); it is unpacked first.
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
 #   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip).
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
@@ -25,6 +23,12 @@ mkdir -p "$OUT"
 rc=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu-info.txt"
 
+if [[ ! -d $WHEELS && -f $WHEELS.tar.xz ]]; then
+  mkdir -p "$WHEELS" && tar -C "$WHEELS" -xJf "$WHEELS.tar.xz" || {
+    echo "FATAL: unpacking the wheelhouse $WHEELS.tar.xz failed" >&2
+    exit 2
+  }
+fi
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
   if ! python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$SITE" "$WHEELS"/*.whl; then

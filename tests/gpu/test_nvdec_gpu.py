@@ -185,3 +185,49 @@ def test_golden_nvdec_gpu_path_against_cpu_path_gpu(clip: Path, model_path: Path
     ex.close()
     print("CPU-path detections", seen, "GPU-path", sum(len(d) for d in got))
     assert not problems, "\n".join(problems)
+
+
+_CONTEXT_PROBE = """
+import sys
+import torch
+from cuda.bindings import driver
+
+torch.zeros(1, device="cuda")  # the primary context, current on this thread
+before = int(driver.cuCtxGetCurrent()[1])
+if sys.argv[1] == "guarded":
+    from vidpipe.capture.nvdec import load_codec
+
+    load_codec()
+else:
+    import PyNvVideoCodec  # noqa: F401
+after = int(driver.cuCtxGetCurrent()[1])
+x = torch.ones(1 << 20, device="cuda") * 2  # allocate, launch, free on this thread
+del x
+torch.cuda.synchronize()
+print("SAME" if before == after else "CHANGED", flush=True)
+"""
+
+
+def _probe(mode: str) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _CONTEXT_PROBE, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr[-2000:]
+
+
+def test_loading_pynvvideocodec_keeps_the_threads_cuda_context_gpu() -> None:
+    """``load_codec`` leaves the importing thread's CUDA context as it was, and PyTorch keeps
+    working on that thread. Each side runs in a fresh process: the import happens once."""
+    rc, out = _probe("guarded")
+    assert rc == 0 and "SAME" in out, out
+    # What the guard is for: a bare import on this driver (printed, not asserted, because a
+    # later PyNvVideoCodec may stop switching contexts).
+    rc, out = _probe("bare")
+    print(f"bare `import PyNvVideoCodec`: exit {rc}, {out.strip().splitlines()[-1:]}")

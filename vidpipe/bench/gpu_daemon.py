@@ -19,7 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -83,6 +86,24 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
     return {"cams": cams, "buckets": buckets, "batches": batches, "frames": frames}
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's threads, summed by thread name without its digits
+    ("cam12-reader" and "cam3-reader" count together; native threads fall under "native").
+    This is the evidence for what limits the count: per-thread CPU shows whether the camera
+    threads, the batcher or the completion threads are the ones near one core."""
+    names = {t.native_id: re.sub(r"\d+", "#", t.name) for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended between listdir and read
+        name = names.get(int(tid), "native")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
     """The ``q`` quantile of the observations between two snapshots of cumulative buckets
     (the upper bound of the bucket it falls in; None without observations)."""
@@ -109,8 +130,10 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
             time.sleep(args.warmup)
             registry = daemon.metrics.registry
             before, cpu0, t0 = _snapshot(registry, cameras), time.process_time(), time.time()
+            threads0 = thread_cpu()
             time.sleep(args.window)
             after, cpu1, t1 = _snapshot(registry, cameras), time.process_time(), time.time()
+            threads1 = thread_cpu()
             memory = registry.get_sample_value(
                 "vidpipe_gpu_memory_used_bytes", {"gpu": str(args.device)}
             )
@@ -132,6 +155,11 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
         "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
         "mean_batch": round((after["frames"] - before["frames"]) / batches, 2) if batches else 0,
         "gpu_memory_mib": None if memory is None else round(memory / 2**20),
+        "thread_cores": {
+            name: round((cpu - threads0.get(name, 0.0)) / (t1 - t0), 3)
+            for name, cpu in sorted(threads1.items(), key=lambda kv: -kv[1])
+            if cpu - threads0.get(name, 0.0) > 0.01 * (t1 - t0)
+        },
     }
     point["holds"] = worst >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
     return point

@@ -22,6 +22,7 @@ fake) to check this state machine without a GPU.
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib
 import logging
 from collections.abc import Callable, Iterator
@@ -49,11 +50,37 @@ class NvdecInfo:
     fps: float | None
 
 
+@contextlib.contextmanager
+def keep_cuda_context() -> Iterator[None]:
+    """Give the calling thread back its current CUDA context after PyNvVideoCodec has run.
+
+    PyNvVideoCodec 2.2.4 probes NVENC when it is imported (its "Using NVENC 13.0" log line) and
+    leaves a context of its own current on the importing thread, which it then destroys. Every
+    later PyTorch call on that thread ran in the dead context and the process aborted in the
+    caching allocator ("CUDA error: context is destroyed"). tests/gpu/test_nvdec_gpu.py
+    (``test_loading_pynvvideocodec_keeps_the_threads_cuda_context_gpu``) shows both sides.
+    Without cuda-python there is nothing to restore with, and nothing is done.
+    """
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        yield
+        return
+    ok = driver.CUresult.CUDA_SUCCESS
+    saved = driver.cuCtxGetCurrent() if driver.cuInit(0)[0] == ok else (None, None)
+    try:
+        yield
+    finally:
+        if saved[0] == ok:
+            driver.cuCtxSetCurrent(saved[1])  # None or the context the thread had
+
+
 def load_codec() -> Any:
     """Import PyNvVideoCodec, or raise NvdecError saying what is missing."""
     try:
         # Imported by name: the package ships no type information and is absent in CI.
-        return importlib.import_module("PyNvVideoCodec")
+        with keep_cuda_context():
+            return importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # ImportError, or its RuntimeError when the driver lacks NVDEC
         raise NvdecError(
             f"capture.decoder nvdec needs PyNvVideoCodec (pip install pynvvideocodec) and an "
@@ -129,10 +156,14 @@ class NvdecReader:
         codec = self._codec if self._codec is not None else load_codec()
         path = self.url[len("file://") :] if self.url.lower().startswith("file://") else self.url
         try:
-            demuxer = codec.CreateDemuxer(filename=path)
-            decoder = codec.CreateDecoder(
-                gpuid=self.gpu, codec=demuxer.GetNvCodecId(), usedevicememory=True, **self._cuda
-            )
+            with keep_cuda_context():
+                demuxer = codec.CreateDemuxer(filename=path)
+                decoder = codec.CreateDecoder(
+                    gpuid=self.gpu,
+                    codec=demuxer.GetNvCodecId(),
+                    usedevicememory=True,
+                    **self._cuda,
+                )
         except Exception as exc:
             raise NvdecError(
                 f"cannot open {redact_text(self.url)} with NVDEC: {type(exc).__name__}: "

@@ -16,9 +16,10 @@ with (``info.stream`` is None, so event clips are not written for nvdec cameras)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cv2
@@ -88,6 +89,42 @@ def _memory_used(gpu: int) -> float:
     return float(total - free)
 
 
+class DecoderStream:
+    """The CUDA context and stream a camera's decoder works in: the GPU's primary context
+    (the one PyTorch uses) and a stream of the camera's own.
+
+    Without a context, PyNvVideoCodec makes one of its own, current on the reader thread, and
+    destroys it with the decoder. PyTorch then allocated the frame copies in that context, and
+    the first reopen (a looping file, a reconnect) aborted the process ("CUDA error: context
+    is destroyed" from the caching allocator): tests/gpu/test_nvdec_daemon_gpu.py loops a file
+    through the daemon. Without a stream it decodes on the legacy default stream, which
+    serialises with every blocking stream of the context.
+    """
+
+    def __init__(self, gpu: int) -> None:
+        import torch
+        from cuda.bindings import driver
+
+        with torch.cuda.device(gpu):
+            torch.cuda.init()
+            self.stream = torch.cuda.Stream()
+        err, device = driver.cuDeviceGet(gpu)  # PyTorch has called cuInit already
+        if err == driver.CUresult.CUDA_SUCCESS:
+            err, context = driver.cuDevicePrimaryCtxRetain(device)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
+        self.context = int(context)
+        self.handle = int(self.stream.cuda_stream)
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """Make the camera's stream PyTorch's current one (dlpack hand-over and the copy)."""
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            yield
+
+
 def _own_copy(surface: Any) -> tuple[Any, Any]:
     """A copy of ``surface`` on the current stream, and an event recorded after it."""
     import torch
@@ -99,8 +136,14 @@ def _own_copy(surface: Any) -> tuple[Any, Any]:
     return copy, ready
 
 
-def nv12_to_bgr(nv12: Any) -> npt.NDArray[np.uint8]:
-    """Download a ``(H * 3 / 2, W)`` NV12 picture and convert it to ``(H, W, 3)`` BGR."""
+def nv12_to_bgr(nv12: Any, ready: Any = None) -> npt.NDArray[np.uint8]:
+    """Download a ``(H * 3 / 2, W)`` NV12 picture and convert it to ``(H, W, 3)`` BGR.
+
+    ``ready`` (the copy's event) is waited for first: the copy ran on the camera's stream,
+    which the caller's stream does not follow by itself.
+    """
+    if ready is not None:
+        ready.synchronize()
     host = nv12.cpu().numpy() if hasattr(nv12, "cpu") else np.asarray(nv12)
     bgr = cv2.cvtColor(np.ascontiguousarray(host, np.uint8), cv2.COLOR_YUV2BGR_NV12)
     return np.asarray(bgr, np.uint8)
@@ -115,6 +158,8 @@ class NvdecSource:
         reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
         own_copy: copies a decoded surface into memory the frame owns; returns the copy and
             the CUDA event that marks it complete (``Tensor.clone`` and a recorded event).
+        cuda: makes the decoder's context and stream (``DecoderStream``) when no reader is
+            given.
     """
 
     def __init__(
@@ -124,11 +169,15 @@ class NvdecSource:
         *,
         reader: NvdecReader | None = None,
         own_copy: Callable[[Any], tuple[Any, Any]] = _own_copy,
+        cuda: Callable[[int], DecoderStream] = DecoderStream,
     ) -> None:
         del defaults
         self.packet_listener: PacketListener | None = None
         self.gpu = 0 if camera.gpu is None else camera.gpu
-        self._reader = reader or NvdecReader(camera.url, gpu=self.gpu)
+        self._url = camera.url
+        self._reader = reader
+        self._make_cuda = cuda
+        self._cuda: DecoderStream | None = None
         self._own_copy = own_copy
         self._info = SourceInfo(0, 0, None)
         self._camera = camera.name
@@ -142,15 +191,35 @@ class NvdecSource:
     @property
     def decode_errors(self) -> int:
         """Packets the decoder rejected over this source's life (skipped, not fatal)."""
-        return self._reader.decode_errors
+        return 0 if self._reader is None else self._reader.decode_errors
+
+    def _stream(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
+
+    def _open_reader(self) -> NvdecReader:
+        """The reader, made on first open (on the camera's thread) in the primary context."""
+        if self._reader is None:
+            try:
+                self._cuda = self._make_cuda(self.gpu)
+            except (NvdecError, RuntimeError) as exc:
+                raise SourceError("open_failed", f"CUDA on GPU {self.gpu}: {exc}") from None
+            self._reader = NvdecReader(
+                self._url,
+                gpu=self.gpu,
+                cuda_context=self._cuda.context,
+                cuda_stream=self._cuda.handle,
+            )
+        return self._reader
 
     def open(self) -> SourceInfo:
+        reader = self._open_reader()
         try:
-            opened = self._reader.open()
+            with self._stream():
+                opened = reader.open()
         except NvdecError as exc:  # its message is redacted already
             raise SourceError("open_failed", str(exc)) from None
         if opened.width <= 0 or opened.height <= 0:
-            self._reader.close()
+            reader.close()
             raise SourceError("no_frames", "NVDEC found no video stream")
         self._info = SourceInfo(opened.width, opened.height, opened.fps)
         if not self._session:
@@ -159,26 +228,32 @@ class NvdecSource:
         return self._info
 
     def read(self) -> DeviceImage | None:
-        try:
-            surface = self._reader.read()
-        except NvdecError as exc:
-            raise SourceError("read_failed", str(exc)) from None
-        finally:
-            self._count_errors()
-        if surface is None:
-            return None
-        nv12, ready = self._own_copy(surface)
+        if self._reader is None:
+            raise SourceError("read_failed", "read before open")
+        with self._stream():  # the decode, the dlpack hand-over and the copy: one stream
+            try:
+                surface = self._reader.read()
+            except NvdecError as exc:
+                raise SourceError("read_failed", str(exc)) from None
+            finally:
+                self._count_errors()
+            if surface is None:
+                return None
+            nv12, ready = self._own_copy(surface)
         height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
-        return DeviceImage(nv12, self.gpu, width, height, lambda: nv12_to_bgr(nv12), ready)
+        return DeviceImage(
+            nv12, self.gpu, width, height, functools.partial(nv12_to_bgr, nv12, ready), ready
+        )
 
     def _count_errors(self) -> None:
-        new = self._reader.decode_errors - self._counted_errors
+        new = self.decode_errors - self._counted_errors
         if new:
             self._counted_errors += new
             STATS.rejected(self._camera, new)
 
     def close(self) -> None:
-        self._reader.close()
+        if self._reader is not None:
+            self._reader.close()
         if self._session:
             self._session = False
             STATS.opened(-1)
