@@ -297,8 +297,10 @@ def test_device_postprocessing_in_the_stream_set_equals_the_host_path_gpu(
                 got.clear()
                 request = PostprocessRequest("yolox", lb, 0.30, classes, 0.45)
                 for tag in (SubmitTag(request), "raw"):
+                    # one batch each: a batch that mixes them is postprocessed on the host
                     lend_and_submit(backend, x[None], tag, collect, 30)
-                assert backend.drain(60) and len(got) == 2
+                    assert backend.drain(60)
+                assert len(got) == 2
                 dev = next(c for c in got if c.tag != "raw")
                 raw = next(c for c in got if c.tag == "raw")
                 assert dev.outputs is None and dev.detections is not None, dev.error

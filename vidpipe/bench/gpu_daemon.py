@@ -21,6 +21,8 @@ import json
 import logging
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -83,7 +85,42 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
                 buckets[le] = buckets.get(le, 0.0) + s.value
     batches = registry.get_sample_value("vidpipe_batch_size_count") or 0.0
     frames = registry.get_sample_value("vidpipe_batch_size_sum") or 0.0
-    return {"cams": cams, "buckets": buckets, "batches": batches, "frames": frames}
+    infer_s = registry.get_sample_value("vidpipe_inference_latency_seconds_sum") or 0.0
+    infers = registry.get_sample_value("vidpipe_inference_latency_seconds_count") or 0.0
+    return {
+        "cams": cams,
+        "buckets": buckets,
+        "batches": batches,
+        "frames": frames,
+        "infer_s": infer_s,
+        "infers": infers,
+    }
+
+
+def start_dmon(device: int) -> subprocess.Popen[str] | None:
+    """``nvidia-smi dmon`` sampling SM and NVDEC utilisation every second (None without it)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    cmd = ["nvidia-smi", "dmon", "-s", "u", "-d", "1", "-i", str(device)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def stop_dmon(proc: subprocess.Popen[str] | None) -> dict[str, float]:
+    """Mean utilisation (percent) per dmon column over the samples taken."""
+    if proc is None:
+        return {}
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    header: list[str] = []
+    sums: dict[str, list[float]] = {}
+    for line in out.splitlines():
+        if line.startswith("# gpu"):
+            header = line[1:].split()
+        elif header and not line.startswith("#"):
+            for name, value in zip(header[1:], line.split()[1:], strict=False):
+                if value.replace(".", "", 1).isdigit():
+                    sums.setdefault(name, []).append(float(value))
+    return {name: round(sum(v) / len(v), 1) for name, v in sums.items() if v}
 
 
 def thread_cpu() -> dict[str, float]:
@@ -131,9 +168,11 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
             registry = daemon.metrics.registry
             before, cpu0, t0 = _snapshot(registry, cameras), time.process_time(), time.time()
             threads0 = thread_cpu()
+            dmon = start_dmon(args.device) if args.inference == "torch" else None
             time.sleep(args.window)
             after, cpu1, t1 = _snapshot(registry, cameras), time.process_time(), time.time()
             threads1 = thread_cpu()
+            utilisation = stop_dmon(dmon)
             memory = registry.get_sample_value(
                 "vidpipe_gpu_memory_used_bytes", {"gpu": str(args.device)}
             )
@@ -155,6 +194,10 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
         "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
         "mean_batch": round((after["frames"] - before["frames"]) / batches, 2) if batches else 0,
         "gpu_memory_mib": None if memory is None else round(memory / 2**20),
+        "infer_ms": round(1000 * (after["infer_s"] - before["infer_s"]) / infers, 2)
+        if (infers := after["infers"] - before["infers"])
+        else None,
+        "gpu_util": utilisation,
         "thread_cores": {
             name: round((cpu - threads0.get(name, 0.0)) / (t1 - t0), 3)
             for name, cpu in sorted(threads1.items(), key=lambda kv: -kv[1])

@@ -20,6 +20,7 @@ Precision: ``f32`` disables TF32 (process-wide ``torch.backends`` flags), ``tf32
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from pathlib import Path
@@ -95,6 +96,7 @@ class TorchContext:
             for ptr, o in zip(d_outputs, ex.io.outputs, strict=True)
         ]
         self._graphs: dict[int, Any] = {}
+        self._held: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         if ex.cuda_graphs:
             self._capture()
 
@@ -140,8 +142,14 @@ class TorchContext:
 
         Pictures of one size are converted together (one pass of kernels per size, not per
         frame). The stream first waits for each picture's ``ready`` event (it was copied on
-        the decoding thread's stream), and each picture is marked as used on this stream, so
-        that PyTorch's allocator does not hand its memory out again before the kernels ran.
+        the decoding thread's stream). The pictures are then held, with an event recorded
+        after the kernels that read them, until that event has passed, so that PyTorch's
+        allocator does not hand their memory out again before the kernels ran.
+
+        Not ``Tensor.record_stream``: it ties the picture's memory to this slot's stream, a
+        cuda-python stream that the backend destroys at close, and freeing a picture after
+        that (one still in a camera's mailbox) aborted the process in the allocator ("CUDA
+        error: context is destroyed", tests/gpu/test_nvdec_daemon_gpu.py on the H200).
         """
         torch = self._ex.torch
         by_size: dict[tuple[int, int], list[tuple[int, DeviceImage]]] = {}
@@ -152,7 +160,6 @@ class TorchContext:
                 for _, image in group:
                     if image.ready is not None:
                         self.stream.wait_event(image.ready)
-                    image.nv12.record_stream(self.stream)
                 idx = [row for row, _ in group]
                 nv12 = torch.stack([image.nv12 for _, image in group])
                 if idx == list(range(idx[0], idx[0] + len(idx))):  # contiguous rows: a view
@@ -163,8 +170,20 @@ class TorchContext:
                 )
                 nv12_letterbox_batch_into(torch, nv12, out)
                 self._input.index_copy_(0, torch.tensor(idx, device=self._ex.device), out)
+            self._hold([image.nv12 for _, image in rows])
+
+    def _hold(self, pictures: list[Any]) -> None:
+        """Keep ``pictures`` alive until the work queued so far on this stream has run, and
+        let go of those of earlier batches whose work has."""
+        done = self._ex.torch.cuda.Event()
+        done.record(self.stream)
+        while self._held and self._held[0][0].query():
+            self._held.popleft()
+        self._held.append((done, pictures))
 
     def close(self) -> None:
+        self.stream.synchronize()  # the held pictures' readers have run
+        self._held.clear()
         self._graphs = {}
         self._input = None
         self._outputs = []
