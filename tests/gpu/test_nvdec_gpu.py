@@ -240,7 +240,8 @@ for name, path in (("cam1", "stream.mp4"), ("cam2", "missing.mp4")):
     # What does reach fd 2 from C must arrive as the camera's log records.
     raw = [ln for ln in done.stderr.splitlines() if ln.startswith("[ERROR]")]
     assert not raw, f"unrouted library lines on stderr: {raw[:3]}"
-    print("library lines on stdout:", sum(ln.startswith("[ERROR]") for ln in done.stdout.splitlines()))
+    on_stdout = sum(ln.startswith("[ERROR]") for ln in done.stdout.splitlines())
+    print("library lines on stdout:", on_stdout)
 
 
 _CONTEXT_PROBE = """
