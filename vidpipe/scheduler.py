@@ -2,9 +2,10 @@
 
 Threads and hand-offs::
 
-    scheduler thread:  hub.take() (round-robin) -> letterbox into a free preallocated buffer
-                       -> wait for a request slot -> age check -> backend.submit()
-    backend thread:    completion callback: outputs copied, buffer released, Completion queued
+    scheduler thread:  hub.take() (round-robin) -> backend.lend() (a free slot's own input
+                       memory) -> letterbox into it -> in-flight cap -> age check
+                       -> backend.submit()
+    backend thread:    completion callback: outputs copied, Completion queued
     postprocess thread: decode + NMS + filters -> FrameResult -> on_result (the sink pool)
 
 Completions can arrive out of order (several requests run at once), so results are handed
@@ -12,19 +13,24 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
-Requests in flight are capped by the cameras that have frames: one per stream (the backend's
-``in_flight_floor``), plus one queued behind them once more cameras than streams have frames
-(a camera is active if it submitted within ``ACTIVE_WINDOW_S``). The queued one keeps every
-stream busy while the next frame is letterboxed and submitted; more only queue frames in
-front of each other, and by Little's law every frame in the system adds a frame interval to
-every frame's latency (p95 at 1 camera was about twice the naive loop's with the whole pool
-in flight; at 4 cameras 1080p, with one request per camera and two frames decoded ahead,
-p50 was 1.6-2x the naive loop's, ``vidpipe bench``, README "Performance").
+Requests in flight are capped by the cameras that have frames: at most
+``max(in_flight_floor, active cameras)`` (the backend's ``in_flight_floor`` is one request
+per OpenVINO stream; a camera is active if it submitted within ``ACTIVE_WINDOW_S``). With
+fewer cameras than requests, the extra requests only queued frames in front of each other:
+by Little's law every frame in the system adds a frame interval to every frame's latency
+(p95 at 1 camera was about twice the naive loop's, README "Performance").
+
+The backend owns the input memory and lends it (``InferenceBackend``): the frame is
+letterboxed straight into the OpenVINO request's input tensor or a row of the GPU stream
+set's pinned batch, never into a buffer of our own that would then be copied again. The
+backend double-buffers: OpenVINO keeps about two requests per stream, so a stream's next
+request is queued while the scheduler fills a third; the stream set has two pinned batches
+per CUDA stream, one filled while the other is copied and run. A device frame (NVDEC) is
+not letterboxed here: the GPU backend letterboxes it into its device batch.
 
 File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
 decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), so frames do not age
-in the hub while earlier ones are inferred. With an in-flight floor (OpenVINO on the CPU)
-that is one: the queued request covers the time to decode the next frame.
+in the hub while earlier ones are inferred.
 
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
@@ -53,10 +59,9 @@ from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DECODER_NAMES, DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
-from vidpipe.preprocess.buffers import BufferPool, InputBuffer
+from vidpipe.preprocess.buffers import InputBuffer
 from vidpipe.types import (
     Completion,
-    DeviceImage,
     Frame,
     FrameResult,
     Letterbox,
@@ -84,7 +89,6 @@ class CameraRules:
 class _Ticket(SubmitTag):
     frame: Frame
     letterbox: Letterbox
-    buffer: InputBuffer
     t_submit: float
 
 
@@ -117,18 +121,16 @@ class Scheduler:
         self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
-        self.pool = BufferPool(backend.input_spec, 2 * backend.capacity)
         self.pipeline_depth = 4 * backend.capacity
-        # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
-        self.in_flight_floor: int | None = getattr(backend, "in_flight_floor", None)
         # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
         # wait in the hub, and by Little's law each one adds a frame interval to every
         # frame's latency; an unlimited hub kept one per camera (8 cameras: 8 frames ahead,
-        # p95 latency 2x the naive loop's). With a floor the request queued behind the
-        # streams covers one decode; without one, one ready frame per stream (half the pool)
-        # keeps a device fed (`vidpipe bench`, README "Performance").
-        self.decode_ahead = 1 if self.in_flight_floor else max(2, backend.capacity // 2)
+        # p95 latency 2x the naive loop's). One ready frame per OpenVINO stream (half the
+        # request pool) keeps the streams fed (`vidpipe bench`, README "Performance").
+        self.decode_ahead = max(2, backend.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
+        # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
+        self.in_flight_floor = backend.in_flight_floor
         self._in_backend = 0  # submitted, completion not yet called back
         self._backend_cond = threading.Condition()
         self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
@@ -149,8 +151,8 @@ class Scheduler:
         self.delivered = 0  # results handed to on_result (the postprocess thread counts)
         self.last_completion = time.monotonic()
         metrics.pool_size.set(backend.capacity)
-        metrics.inflight.set_function(backend.in_flight)
-        backend.observe_batches(metrics.batch_size.observe)
+        metrics.inflight.set_function(lambda: self._in_backend)
+        backend.observe_batch = metrics.batch_size.observe
         desc = backend.description
         metrics.inference_info.labels(
             backend=desc.get("backend", "?"),
@@ -220,28 +222,41 @@ class Scheduler:
         """
         stop = stop or self._stop
         cam = self.metrics.camera(frame.camera)
-        buf = self._wait(lambda: self.pool.acquire(_POLL_S), stop)
-        if buf is None:
-            cam.drop("shutdown")
-            return False
-        lb = buf.fill(frame.image)
         if not self._wait(lambda: self._depth.acquire(timeout=_POLL_S), stop):
-            self.pool.release(buf)
             cam.drop("shutdown")
             return False
+        try:
+            prepared = self._prepare(frame, stop)
+        except BaseException:
+            self._depth.release()
+            raise
+        too_old = prepared is not None and time.monotonic() - frame.t_capture > self.max_frame_age_s
+        if prepared is None or too_old:
+            # A buffer lent and not submitted stays lent: the next frame fills it again.
+            self._depth.release()
+            cam.drop("too_old" if too_old else "shutdown")
+            return False
+        self._submit(frame, *prepared)
+        return True
+
+    def _prepare(self, frame: Frame, stop: threading.Event) -> tuple[InputBuffer, Letterbox] | None:
+        """Letterbox ``frame`` into the input memory the backend lends, then wait until the
+        in-flight cap allows one more request (None: ``stop`` was set meanwhile).
+
+        The letterbox comes before the cap: while the cap holds requests back (fewer cameras
+        than requests), an idle request is there to be filled, and the filled one starts the
+        moment a running one completes, as it did when frames waited in buffers of our own.
+        """
+        buf = self._wait(lambda: self.backend.lend(_POLL_S), stop)
+        if buf is None:
+            return None
+        lb = buf.fill(frame.image)
         if not self._wait(lambda: self._wait_cap(frame.camera, _POLL_S), stop):
-            self._release(buf)
-            cam.drop("shutdown")
-            return False
-        if not self._wait(lambda: self.backend.wait_slot(_POLL_S), stop):
-            self._release(buf)
-            cam.drop("shutdown")
-            return False
-        now = time.monotonic()
-        if now - frame.t_capture > self.max_frame_age_s:
-            self._release(buf)
-            cam.drop("too_old")
-            return False
+            return None
+        return buf, lb
+
+    def _submit(self, frame: Frame, buf: InputBuffer, lb: Letterbox) -> None:
+        """Hand a filled buffer to the backend, with the bookkeeping its completion undoes."""
         with self._idle:
             self._unfinished += 1
             self.submitted += 1
@@ -250,22 +265,19 @@ class Scheduler:
         with self._backend_cond:
             self._in_backend += 1
         try:
-            # a device frame goes as it is: the GPU backend letterboxes it into its batch
-            tensor = frame.image if isinstance(frame.image, DeviceImage) else buf.tensor
-            ticket = _Ticket(self._request(frame.camera, lb), frame, lb, buf, now)
-            self.backend.submit(tensor, buf.index, ticket, self._on_done)
+            ticket = _Ticket(self._request(frame.camera, lb), frame, lb, time.monotonic())
+            self.backend.submit(buf, ticket, self._on_done)
         except BaseException:
             self._backend_done()
             # Refused before it was queued (e.g. a closed backend): no completion will come.
             with self._order_lock:
                 self._order[frame.camera].remove(frame.seq)
-            self._release(buf)
+            self._depth.release()
             with self._idle:
                 self._unfinished -= 1
                 self.submitted -= 1
                 self._idle.notify_all()
             raise
-        return True
 
     def in_flight_cap(self, camera: str) -> int:
         """Requests that may be in flight when ``camera`` submits (see the module docstring)."""
@@ -274,8 +286,7 @@ class Scheduler:
         now = time.monotonic()
         self._last_submit[camera] = now
         active = sum(1 for t in list(self._last_submit.values()) if now - t <= ACTIVE_WINDOW_S)
-        floor = self.in_flight_floor
-        return min(self.backend.capacity, max(floor, min(active, floor + 1)))
+        return min(self.backend.capacity, max(self.in_flight_floor, active))
 
     def _wait_cap(self, camera: str, timeout_s: float) -> bool:
         cap = self.in_flight_cap(camera)
@@ -306,15 +317,8 @@ class Scheduler:
             if stop.is_set():
                 return None
 
-    def _release(self, buf: InputBuffer) -> None:
-        self.pool.release(buf)
-        self._depth.release()
-
     def _on_done(self, completion: Completion) -> None:
-        """Backend callback thread: free the input buffer and hand on. Nothing else."""
-        ticket = completion.tag
-        if isinstance(ticket, _Ticket):
-            self.pool.release(ticket.buffer)
+        """Backend callback thread: count the request done and hand on. Nothing else."""
         self._backend_done()
         self._done.put(completion)
 

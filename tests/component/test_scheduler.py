@@ -17,6 +17,7 @@ from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
+from vidpipe.preprocess import buffers
 from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
@@ -72,6 +73,7 @@ def test_every_submitted_frame_is_postprocessed_once(backend_factory, assets_dir
     results: list[FrameResult] = []
     engine, metrics = make_engine(backend_factory(), assets_dir, results.append)
     engine.start()
+    made = buffers.allocations()
     for seq in range(24):
         assert engine.submit(Frame(f"cam{seq % 3}", seq, time.monotonic(), image))
     assert engine.stop(30)
@@ -85,7 +87,7 @@ def test_every_submitted_frame_is_postprocessed_once(backend_factory, assets_dir
         np.testing.assert_array_equal(r.detections.class_id, first.class_id)
         np.testing.assert_allclose(r.detections.xyxy, first.xyxy, atol=1e-3)
     assert value(metrics, "vidpipe_frames_inferred_total", camera="cam0") == 8
-    assert engine.pool.allocations == 2 * engine.backend.capacity  # nothing allocated per frame
+    assert buffers.allocations() == made  # nothing allocated per frame
     engine.close()
 
 
@@ -142,9 +144,6 @@ def test_frames_older_than_max_age_are_dropped_and_counted(
 def test_failing_completion_handler_never_loses_a_slot(backend_factory, image) -> None:
     """The AsyncInferQueue callback is guarded: failures are counted, slots come back."""
     backend = backend_factory(num_requests=2)
-    from vidpipe.preprocess.buffers import BufferPool
-
-    pool = BufferPool(backend.input_spec, 2)
     calls = {"n": 0}
 
     def explode(_c: Completion) -> None:
@@ -152,28 +151,43 @@ def test_failing_completion_handler_never_loses_a_slot(backend_factory, image) -
         raise RuntimeError("deliberate failure in the completion handler")
 
     for i in range(10):  # 5x the pool size: a lost slot would block here
-        assert backend.wait_slot(10), f"no free slot after {i} failing completions"
-        buf = pool.buffers[i % 2]
+        buf = backend.lend(10)
+        assert buf is not None, f"no free slot after {i} failing completions"
         buf.fill(image)
-        backend.submit(buf.tensor, buf.index, i, explode)
+        backend.submit(buf, i, explode)
     assert backend.drain(10)
     assert calls["n"] == 10
     assert backend.callback_errors == 10
     assert backend.in_flight() == 0
     # the pool still works afterwards
     done = threading.Event()
-    backend.submit(pool.buffers[0].tensor, 0, "ok", lambda c: done.set() if c.outputs else None)
+    buf = backend.lend(10)
+    assert buf is not None
+    buf.fill(image)
+    backend.submit(buf, "ok", lambda c: done.set() if c.outputs else None)
     assert done.wait(10)
 
 
-def test_rejected_request_is_reported_in_the_completion(backend_factory) -> None:
-    """A request OpenVINO refuses (wrong shape) comes back as an error Completion, slot freed."""
+def test_a_buffer_not_lent_is_refused_and_leaves_nothing_pending(backend_factory, image) -> None:
+    """Only the buffer of the last ``lend`` can be submitted: a buffer of our own (the old
+    scheduler pool's way) would not be the memory the request reads."""
+    from vidpipe.infer.base import BackendError
+
     backend = backend_factory(num_requests=2)
     got: list[Completion] = []
-    wrong = np.zeros((1, 100, 100, 3), np.uint8)
-    backend.submit(wrong, 99, "bad", got.append)
-    assert backend.drain(5)
-    assert len(got) == 1 and got[0].error is not None and got[0].outputs is None
+    foreign = buffers.input_buffer(backend.input_spec, 0)
+    foreign.fill(image)
+    with pytest.raises(BackendError, match="last lend"):
+        backend.submit(foreign, "bad", got.append)
+    lent = backend.lend(5)
+    assert lent is not None and lent is not foreign
+    assert backend.lend(5) is lent  # lent again without a submit: the same memory
+    lent.fill(image)
+    backend.submit(lent, "ok", got.append)
+    assert backend.drain(10)
+    assert [c.tag for c in got] == ["ok"] and got[0].outputs is not None
+    with pytest.raises(BackendError, match="last lend"):
+        backend.submit(lent, "twice", got.append)  # submitted already: no longer lent
     assert backend.in_flight() == 0
 
 
@@ -189,7 +203,8 @@ def test_refused_submit_leaves_nothing_pending(backend_factory, assets_dir, imag
         engine.submit(Frame("cam", 0, time.monotonic(), image))
     assert engine.stop(1.0)
     assert engine.submitted == 0
-    assert engine.pool.free_count == len(engine.pool.buffers)
+    # the pipeline depth the frame took was given back
+    assert all(engine._depth.acquire(timeout=0) for _ in range(engine.pipeline_depth))
     engine.close(2)
 
 

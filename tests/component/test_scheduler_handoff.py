@@ -162,7 +162,7 @@ def test_the_scheduler_limits_file_cameras_decoding_ahead(assets_dir) -> None:
         iou_threshold=0.45,
         max_frame_age_s=60.0,
     )
-    assert engine.decode_ahead == 1  # OpenVINO: the request queued behind the streams
+    assert engine.decode_ahead == max(2, backend.capacity // 2)
     readers = Readers(hub, 6, decode_s=0.0)
     hub.take = lambda timeout_s: counted_take(hub, readers, timeout_s)  # type: ignore[method-assign]
     engine.start(hub)

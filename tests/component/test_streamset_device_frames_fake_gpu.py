@@ -22,6 +22,7 @@ from tests.component.test_streamset_fake_gpu import (
     submit,
 )
 from tests.fake_gpu import device_frame, tagged_frame
+from tests.lending import lend_and_submit
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
@@ -49,9 +50,8 @@ def test_device_and_host_frames_share_a_batch_each_to_its_own_row_fake_gpu() -> 
     done = Collector()
     try:
         for i in range(8):
-            assert backend.wait_slot(10.0)
             frame = device_frame(2, i) if i % 2 else tagged_frame(1, i)
-            backend.submit(frame, 0, (1 + i % 2, i), done)
+            lend_and_submit(backend, frame, (1 + i % 2, i), done)
         got = done.wait(8, timeout_s=5.0)
         assert all(c.error is None for c in got)
         assert sorted(_tag(c) for c in got) == sorted(c.tag for c in got)
@@ -70,8 +70,7 @@ def test_a_batch_of_device_frames_copies_no_pixels_up_fake_gpu() -> None:
         done.wait(4)
         host_batch_copies = rts[0].copies  # one copy up, one copy down
         for i in range(4):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(2, i), 0, (2, i), done)
+            lend_and_submit(backend, device_frame(2, i), (2, i), done)
         got = done.wait(8)
         assert rts[0].copies - host_batch_copies == host_batch_copies - 1, "only the copy down"
         assert sorted(_tag(c) for c in got[4:]) == [(2, i) for i in range(4)]
@@ -87,8 +86,7 @@ def test_device_frames_run_on_their_own_gpu_fake_gpu() -> None:
         # join it: that batch goes out as it is and the frame opens one on GPU 1
         submit(backend, (1, 0), done)
         for i in range(4):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(2, i, gpu=1), 0, (2, i), done)
+            lend_and_submit(backend, device_frame(2, i, gpu=1), (2, i), done)
         got = done.wait(5, timeout_s=5.0)
         assert sorted(_tag(c) for c in got) == [(1, 0)] + [(2, i) for i in range(4)]
         on_gpu1 = sum(len(rows) for ctx in exs[1].contexts for rows in ctx.letterboxed)
@@ -103,7 +101,7 @@ def test_a_frame_from_a_gpu_the_backend_lacks_is_refused_fake_gpu() -> None:
     backend, _, _ = make_backend(devices=1)
     try:
         with pytest.raises(BackendError, match=r"decoded on GPU 3.*GPU\(s\) \[0\]"):
-            backend.submit(device_frame(1, 1, gpu=3), 0, None, Collector())
+            lend_and_submit(backend, device_frame(1, 1, gpu=3), None, Collector())
     finally:
         backend.close()
 
@@ -114,14 +112,12 @@ def test_a_letterbox_failure_fails_only_that_batch_fake_gpu() -> None:
     try:
         exs[0].fail_letterbox = True
         for i in range(2):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(2, i), 0, (2, i), done)
+            lend_and_submit(backend, device_frame(2, i), (2, i), done)
         failed = done.wait(2)
         assert all(isinstance(c.error, BackendError) for c in failed)
         exs[0].fail_letterbox = False
         for i in range(2):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(3, i), 0, (3, i), done)
+            lend_and_submit(backend, device_frame(3, i), (3, i), done)
         ok = done.wait(4)[2:]
         assert sorted(_tag(c) for c in ok) == [(3, 0), (3, 1)]
     finally:
@@ -252,8 +248,7 @@ def test_device_postprocessing_copies_nothing_down_but_detections_fake_gpu() -> 
         lb = Letterbox(1.0, 8, 8)
         request = PostprocessRequest("yolox", lb, 0.3, None, 0.45)
         for i in range(4):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(5, i), 0, SubmitTag(request), done)
+            lend_and_submit(backend, device_frame(5, i), SubmitTag(request), done)
         got = done.wait(4)
         assert all(c.outputs is None and c.detections is not None for c in got)
         assert sorted(int(c.detections.score[0] * 256) for c in got) == [0, 1, 2, 3]  # type: ignore[union-attr]
@@ -274,13 +269,11 @@ def test_a_device_postprocessing_failure_fails_only_that_batch_fake_gpu() -> Non
     try:
         exs[0].fail_postprocess = True
         for i in range(2):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(5, i), 0, SubmitTag(request), done)
+            lend_and_submit(backend, device_frame(5, i), SubmitTag(request), done)
         assert all(isinstance(c.error, BackendError) for c in done.wait(2))
         exs[0].fail_postprocess = False
         for i in range(2):
-            assert backend.wait_slot(10.0)
-            backend.submit(device_frame(6, i), 0, SubmitTag(request), done)
+            lend_and_submit(backend, device_frame(6, i), SubmitTag(request), done)
         ok = done.wait(4)[2:]
         assert all(c.error is None and c.detections is not None for c in ok)
     finally:

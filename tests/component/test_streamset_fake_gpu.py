@@ -14,13 +14,15 @@ import numpy as np
 import pytest
 
 from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
+from tests.lending import lend_and_submit
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError, FatalDeviceError
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.preprocess.buffers import input_buffer
 from vidpipe.scheduler import CameraRules, Scheduler
-from vidpipe.types import Completion, Detections, Frame, FrameResult
+from vidpipe.types import Completion, Detections, Frame, FrameResult, TensorSpec
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,8 +66,7 @@ class Collector:
 
 
 def submit(backend: StreamSetBackend, tag: tuple[int, int], done: Collector) -> None:
-    assert backend.wait_slot(10.0)
-    backend.submit(tagged_frame(*tag), 0, tag, done)
+    lend_and_submit(backend, tagged_frame(*tag), tag, done)
 
 
 def test_full_batches_are_dispatched_at_max_batch_fake_gpu() -> None:
@@ -134,17 +135,17 @@ def test_least_loaded_gpu_gets_more_batches_fake_gpu() -> None:
         backend.close()
 
 
-def test_wait_slot_is_false_while_every_io_set_is_busy_fake_gpu() -> None:
+def test_lend_waits_while_every_io_set_is_busy_fake_gpu() -> None:
     backend, _, _ = make_backend(streams=1, max_batch=1, timeout_ms=0, kernel_s=(0.5,))
     done = Collector()
     try:
         assert backend.capacity == 2
         submit(backend, (0, 0), done)
         submit(backend, (0, 1), done)
-        assert not backend.wait_slot(0.05)
+        assert backend.lend(0.05) is None
         assert backend.in_flight() == 2
         done.wait(1)
-        assert backend.wait_slot(5.0)
+        assert backend.lend(5.0) is not None
         done.wait(2)
     finally:
         backend.close()
@@ -181,9 +182,10 @@ def test_sticky_cuda_error_makes_the_backend_fatal_fake_gpu() -> None:
         assert all(isinstance(c.error, FatalDeviceError) for c in got)
         assert "cudaErrorIllegalAddress" in str(got[0].error.__cause__)  # type: ignore[union-attr]
         assert isinstance(backend.fatal, FatalDeviceError)
-        assert backend.wait_slot(0.01)  # nobody is kept waiting on a dead device
+        t0 = time.monotonic()
         with pytest.raises(FatalDeviceError):
-            backend.submit(tagged_frame(4, 2), 0, (4, 2), done)
+            backend.lend(5.0)
+        assert time.monotonic() - t0 < 1.0  # nobody is kept waiting on a dead device
     finally:
         backend.close()
 
@@ -191,8 +193,9 @@ def test_sticky_cuda_error_makes_the_backend_fatal_fake_gpu() -> None:
 def test_wrong_input_is_refused_with_its_shape_fake_gpu() -> None:
     backend, _, _ = make_backend()
     try:
-        with pytest.raises(BackendError, match=r"uint8 tensor of shape \(1, 8, 8, 3\)"):
-            backend.submit(np.zeros((1, 8, 8, 3), np.float32), 0, None, lambda c: None)
+        foreign = input_buffer(TensorSpec("x", (1, 4, 4, 3), "u8", "NHWC"), 0)
+        with pytest.raises(BackendError, match=r"uint8 frame of shape \(8, 8, 3\)"):
+            backend.submit(foreign, None, lambda c: None)
     finally:
         backend.close()
 
@@ -209,7 +212,7 @@ def test_close_releases_every_resource_and_refuses_work_fake_gpu() -> None:
         assert rt._mem == {} and rt._streams == {} and rt._events == {}
         assert ex.closed and all(ctx.closed for ctx in ex.contexts)
     with pytest.raises(BackendError, match="closed"):
-        backend.submit(tagged_frame(5, 8), 0, None, done)
+        backend.lend(1.0)
 
 
 # ------------------------------------------------------------------ through the Scheduler

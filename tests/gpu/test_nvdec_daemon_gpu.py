@@ -29,6 +29,7 @@ import pytest
 
 from tests.golden import F32_MARGINS, match_golden
 from tests.integration.conftest import DaemonProcess, free_port, metric, scrape, wait_for
+from tests.lending import lend_and_submit
 from vidpipe.capture import CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig, GpuConfig
 from vidpipe.handoff import FrameHub
@@ -225,7 +226,7 @@ def test_device_and_host_frames_route_to_their_own_results_under_concurrency_gpu
     try:
         for name, x in host.items():
             one: list[Completion] = []
-            backend.submit(x, 0, name, one.append)
+            lend_and_submit(backend, x, name, one.append)
             assert backend.drain(60) and one[0].outputs is not None
             reference[name] = one[0].outputs[0]
         tags = [(name, form, i) for i in range(30) for name in host for form in ("h", "d")]
@@ -239,9 +240,8 @@ def test_device_and_host_frames_route_to_their_own_results_under_concurrency_gpu
         def feed(part: list[tuple[str, str, int]]) -> None:
             for tag in part:
                 with submit_lock:
-                    assert backend.wait_slot(30)
                     frame = host[tag[0]] if tag[1] == "h" else device[tag[0]]
-                    backend.submit(frame, 0, tag, collect)
+                    lend_and_submit(backend, frame, tag, collect, 30)
 
         threads = [threading.Thread(target=feed, args=(tags[i::8],)) for i in range(8)]
         for t in threads:
@@ -298,8 +298,7 @@ def test_device_postprocessing_in_the_stream_set_equals_the_host_path_gpu(
                 request = PostprocessRequest("yolox", lb, 0.30, classes, 0.45)
                 for tag in (SubmitTag(request), "raw"):
                     # one batch each: a batch that mixes them is postprocessed on the host
-                    assert backend.wait_slot(30)
-                    backend.submit(x[None], 0, tag, collect)
+                    lend_and_submit(backend, x[None], tag, collect, 30)
                     assert backend.drain(60)
                 assert len(got) == 2
                 dev = next(c for c in got if c.tag != "raw")

@@ -187,6 +187,63 @@ def test_golden_nvdec_gpu_path_against_cpu_path_gpu(clip: Path, model_path: Path
     assert not problems, "\n".join(problems)
 
 
+def test_damaged_file_at_a_credentialed_path_leaks_nothing_to_stderr_gpu(
+    clip: Path, tmp_path: Path
+) -> None:
+    """PyNvVideoCodec prints to fd 2 from C++ ("[ERROR] General error ... FFmpegDemuxer.h" on
+    damaged data, FFmpeg's own lines, paths it cannot open). Two nvdec cameras, as the daemon
+    opens them (``NvdecSource``), read a corrupt copy of the clip and a missing file at paths
+    that look like credentialed RTSP URLs, in a child process whose real stdout and stderr
+    are read here: the password appears in neither, and no raw library line is left on
+    stderr (``vidpipe.capture.native_stderr`` logs them as the camera's records)."""
+    import subprocess
+    import sys
+
+    secret = "hunter22-pw"
+    # "rtsp:" and "admin:...@cam1" are directories; the doubled slash (ignored by the file
+    # system) makes the path read as an RTSP URL, as the redaction sees it.
+    (tmp_path / "rtsp:" / f"admin:{secret}@cam1").mkdir(parents=True)
+    where = f"{tmp_path}/rtsp://admin:{secret}@cam1"
+    data = bytearray(clip.read_bytes())
+    lo = len(data) // 3
+    data[lo : lo + len(data) // 5] = (
+        np.random.default_rng().integers(0, 256, len(data) // 5, dtype=np.uint8).tobytes()
+    )
+    Path(f"{where}/stream.mp4").write_bytes(bytes(data))
+    code = f"""
+import logging, sys, time
+from vidpipe.capture.nvdec_source import NvdecSource
+from vidpipe.capture.source import SourceError
+from vidpipe.config import CameraConfig, CaptureConfig
+
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(name)s %(message)s")
+for name, path in (("cam1", "stream.mp4"), ("cam2", "missing.mp4")):
+    url = "file://" + {where!r} + "/" + path
+    source = NvdecSource(CameraConfig(name=name, url=url, decoder="nvdec"), CaptureConfig())
+    try:
+        source.open()
+        while source.read() is not None:
+            pass
+    except SourceError as exc:
+        logging.getLogger("child").warning("%s: %s", name, exc)
+    source.close()
+    time.sleep(0.5)  # the reader thread logs cam1's lines while cam1 is the only camera
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    print(done.stderr[-3000:])
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stderr and secret not in done.stdout
+    # PyNvVideoCodec 2.2.4 prints its own "[ERROR] General error ..." and "Decode Error
+    # occurred" lines to fd 1, not fd 2 (first H200 run of this test); fd 1 is not captured.
+    # What does reach fd 2 from C must arrive as the camera's log records.
+    raw = [ln for ln in done.stderr.splitlines() if ln.startswith("[ERROR]")]
+    assert not raw, f"unrouted library lines on stderr: {raw[:3]}"
+    on_stdout = sum(ln.startswith("[ERROR]") for ln in done.stdout.splitlines())
+    print("library lines on stdout:", on_stdout)
+
+
 _CONTEXT_PROBE = """
 import sys
 import torch

@@ -11,6 +11,7 @@ pytest.importorskip(
     "tensorrt", reason="TensorRT is not installed here (its PyPI wheels download from NVIDIA)"
 )
 
+from tests.lending import lend_and_submit
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.engine_cache import EngineCache
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
@@ -40,7 +41,7 @@ def test_tensorrt_backend_runs_batches_gpu(model_path: Path, tmp_path: Path) -> 
     out = []
     try:
         for _ in range(8):
-            backend.submit(np.full((1, 416, 416, 3), 114, np.uint8), 0, None, out.append)
+            lend_and_submit(backend, np.full((1, 416, 416, 3), 114, np.uint8), None, out.append)
         assert backend.drain(30)
         assert len(out) == 8 and all(c.error is None for c in out)
     finally:

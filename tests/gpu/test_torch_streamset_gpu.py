@@ -16,6 +16,7 @@ import yaml
 
 from tests.golden import F32_MARGINS, load_expected, match_golden
 from tests.gpu.conftest import DEVICES
+from tests.lending import lend_and_submit
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
 from vidpipe.infer.streamset import StreamSetBackend
@@ -108,8 +109,7 @@ def test_results_route_to_their_frames_under_concurrency_gpu(
 
     total = len(frames)
     for name, x in frames.items():  # references: one frame at a time
-        backend.wait_slot(10)
-        backend.submit(x, 0, name, collect)
+        lend_and_submit(backend, x, name, collect)
         backend.drain(30)
     for c in got:
         assert c.error is None and c.outputs is not None
@@ -120,8 +120,7 @@ def test_results_route_to_their_frames_under_concurrency_gpu(
     random.Random(0).shuffle(tags)
     total = len(tags)
     for tag in tags:
-        assert backend.wait_slot(10)
-        backend.submit(frames[tag[0]], 0, tag, collect)
+        lend_and_submit(backend, frames[tag[0]], tag, collect)
     assert done.wait(120)
     assert sorted(c.tag for c in got) == sorted(tags)
     worst = 0.0
@@ -149,8 +148,7 @@ def test_no_device_memory_growth_over_10k_batches_gpu(model_path: Path) -> None:
 
     def run(batches: int) -> None:
         for _ in range(batches * 2):
-            assert backend.wait_slot(10)
-            backend.submit(x, 0, None, on_done)
+            lend_and_submit(backend, x, None, on_done)
         assert backend.drain(60)
 
     try:
@@ -177,8 +175,7 @@ def test_two_gpus_share_the_batches_gpu(model_path: Path, assets_dir: Path) -> N
     try:
         results: list[Completion] = []
         for i in range(2000):
-            assert backend.wait_slot(10)
-            backend.submit(frames[i % len(frames)], 0, i, results.append)
+            lend_and_submit(backend, frames[i % len(frames)], i, results.append)
         assert backend.drain(60)
         assert len(results) == 2000 and all(c.error is None for c in results)
         frames = [s.frames for s in backend.sets]
@@ -209,7 +206,7 @@ def test_cuda_graphs_match_eager_execution_gpu(model_path: Path, assets_dir: Pat
         got: list[Completion] = []
         try:
             for i, x in enumerate(frames):  # 5 frames: replays the graph of 8
-                backend.submit(x, 0, i, got.append)
+                lend_and_submit(backend, x, i, got.append)
             assert backend.drain(30)
         finally:
             backend.close()

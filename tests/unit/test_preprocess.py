@@ -1,11 +1,11 @@
-"""Letterbox geometry and the preallocated buffer pool."""
+"""Letterbox geometry and the input buffers backends lend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vidpipe.preprocess.buffers import BufferPool
+from vidpipe.preprocess.buffers import allocations, input_buffer
 from vidpipe.preprocess.letterbox import letterbox, letterbox_geometry
 from vidpipe.types import TensorSpec
 
@@ -43,9 +43,7 @@ def test_letterbox_places_top_left_and_pads_114() -> None:
 
 def test_buffer_reuse_clears_old_content() -> None:
     """A small frame after a large one must not leave stale pixels in the padding."""
-    pool = BufferPool(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 1)
-    buf = pool.acquire(1.0)
-    assert buf is not None
+    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 0)
     buf.fill(np.zeros((416, 416, 3), np.uint8))
     buf.fill(np.full((100, 400, 3), 3, np.uint8))
     assert (buf.hwc[:104, :416] == 3).all()
@@ -53,30 +51,43 @@ def test_buffer_reuse_clears_old_content() -> None:
 
 
 def test_f32_nchw_buffer_matches_u8() -> None:
-    pool = BufferPool(TensorSpec("x", (1, 3, 416, 416), "f32", "NCHW"), 1)
-    buf = pool.acquire(1.0)
-    assert buf is not None
+    buf = input_buffer(TensorSpec("x", (1, 3, 416, 416), "f32", "NCHW"), 0)
     rng = np.random.default_rng(0)
     img = rng.integers(0, 255, (432, 768, 3), dtype=np.uint8)
     buf.fill(img)
     np.testing.assert_array_equal(buf.tensor[0], buf.hwc.transpose(2, 0, 1).astype(np.float32))
 
 
-def test_pool_preallocates_and_never_grows() -> None:
-    pool = BufferPool(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 4)
-    addresses = {b.hwc.ctypes.data for b in pool.buffers}
-    img = np.zeros((432, 768, 3), np.uint8)
-    for _ in range(50):
-        buf = pool.acquire(1.0)
-        assert buf is not None
+def test_u8_buffer_letterboxes_straight_into_the_memory_it_is_given() -> None:
+    """The backend's memory is the letterbox target itself: nothing is copied afterwards."""
+    memory = np.zeros((4, 416, 416, 3), np.uint8)  # e.g. a pinned batch of 4 rows
+    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 2, memory[2:3])
+    made = allocations()
+    img = np.full((432, 768, 3), 9, np.uint8)
+    for _ in range(5):
         buf.fill(img)
-        assert buf.hwc.ctypes.data in addresses
-        pool.release(buf)
-    assert pool.allocations == 4
-    assert pool.free_count == 4
+    assert allocations() == made
+    assert np.shares_memory(buf.hwc, memory[2]) and np.shares_memory(buf.tensor, memory[2])
+    assert (memory[2, :233] == 9).all() and (memory[2, 233:] == 114).all()
+    assert not memory[[0, 1, 3]].any()  # the other rows are untouched
 
 
-def test_pool_acquire_times_out_when_empty() -> None:
-    pool = BufferPool(TensorSpec("x", (1, 8, 8, 3), "u8", "NHWC"), 1)
-    assert pool.acquire(0.1) is not None
-    assert pool.acquire(0.05) is None
+@pytest.mark.parametrize(
+    ("spec", "memory", "message"),
+    [
+        (
+            ("x", (1, 8, 8, 3), "u8", "NHWC"),
+            np.zeros((1, 8, 8, 3), np.float32),
+            "u8 \\[1, 8, 8, 3\\]",
+        ),
+        (
+            ("x", (1, 3, 8, 8), "f32", "NCHW"),
+            np.zeros((1, 3, 8, 9), np.float32),
+            "float32 \\[1, 3, 8, 9\\]",
+        ),
+        (("x", (1, 8, 8, 3), "f32", "NHWC"), None, "unsupported input spec"),
+    ],
+)
+def test_memory_that_does_not_fit_the_spec_is_refused(spec, memory, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        input_buffer(TensorSpec(*spec), 0, memory)

@@ -8,7 +8,7 @@ Two measurements, both in one run, reported as JSON and Markdown:
      already on the device, one synchronisation at the end (the executor's own ceiling at
      batch B), and
    * the *stream set*: a synthetic camera thread submitting prepared (letterboxed u8)
-     frames through ``wait_slot`` + ``submit``, with batching, copies, events, completion
+     frames through ``lend`` + ``submit``, with batching, copies, events, completion
      thread and per-frame routing, over K streams.
 
    The ratio of the two is the figure the design is judged by (>= 0.9).
@@ -109,7 +109,7 @@ def stream_set_rate(
     done = [0]
     lock = threading.Lock()
     batch_sizes: list[int] = []  # appended on the batcher thread; read after a drain
-    backend.observe_batches(batch_sizes.append)
+    backend.observe_batch = batch_sizes.append
 
     def on_done(c: Any) -> None:
         if c.error is not None:
@@ -120,8 +120,10 @@ def stream_set_rate(
     def feed(until: float) -> None:
         i = 0
         while time.perf_counter() < until:
-            if backend.wait_slot(0.1):
-                backend.submit(frames[i % len(frames)], 0, i, on_done)
+            buf = backend.lend(0.1)
+            if buf is not None:
+                np.copyto(buf.tensor, frames[i % len(frames)])  # the daemon letterboxes here
+                backend.submit(buf, i, on_done)
                 i += 1
 
     try:
@@ -205,14 +207,14 @@ def make_clip(src: Path, dst: Path, fps: int = 25) -> str:
 
 
 def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
-    """The scheduler thread's per-frame work for a 1080p frame: letterbox into a pool buffer.
+    """The scheduler thread's per-frame work for a 1080p frame: letterbox into an input buffer.
 
     One thread does this for every camera, so ``1000 / fill_ms`` bounds the frames per
     second the Engine can submit, whatever the GPU does.
     """
     import cv2
 
-    from vidpipe.preprocess.buffers import BufferPool
+    from vidpipe.preprocess.buffers import input_buffer
     from vidpipe.types import TensorSpec
 
     cap = cv2.VideoCapture(str(clip))
@@ -223,8 +225,7 @@ def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
             break
         images.append(np.asarray(img, np.uint8))
     cap.release()
-    buf = BufferPool(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 1).acquire(1.0)
-    assert buf is not None
+    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 0)
     t0 = time.perf_counter()
     for i in range(frames):
         buf.fill(images[i % len(images)])

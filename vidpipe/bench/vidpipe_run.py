@@ -24,6 +24,7 @@ from vidpipe.bench.common import (
     PointSpec,
 )
 from vidpipe.metrics import DROP_REASONS
+from vidpipe.preprocess import buffers
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class VidpipeRun:
             "streams": int(desc.get("streams", 0)),
             "input": desc.get("input"),
             "pipeline_depth": engine.pipeline_depth,
-            "buffers": len(engine.pool.buffers),
+            "buffers": engine.backend.capacity,  # one lent input buffer per frame in flight
             "http_port": self.daemon.http_port,
         }
 
@@ -153,7 +154,7 @@ class VidpipeRun:
 
     def allocations(self) -> int | None:
         engine = self.daemon.scheduler
-        return engine.pool.allocations if engine is not None else None
+        return buffers.allocations() if engine is not None else None
 
     def latencies_ms(self, _t0: float, _t1: float, t0_wall: float, t1_wall: float) -> list[float]:
         """``latency_ms`` of the JSONL lines written for frames finished in the window."""

@@ -67,7 +67,7 @@ def attributed_to(camera: str) -> Iterator[None]:
         _local.camera = prev
 
 
-class _RateLimit:
+class RateLimit:
     """At most ``burst`` lines per key per ``window_s``; counts what it held back."""
 
     def __init__(self, burst: int, window_s: float, clock: Callable[[], float]) -> None:
@@ -97,7 +97,7 @@ class FFmpegLogBridge(logging.Handler):
         self, burst: int = 5, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         super().__init__(logging.DEBUG)
-        self._limit = _RateLimit(burst, window_s, clock)
+        self._limit = RateLimit(burst, window_s, clock)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import importlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from vidpipe.capture.native_stderr import install as install_native_stderr
 from vidpipe.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -59,33 +61,44 @@ def keep_cuda_context() -> Iterator[None]:
     later PyTorch call on that thread ran in the dead context and the process aborted in the
     caching allocator ("CUDA error: context is destroyed"). tests/gpu/test_nvdec_gpu.py
     (``test_loading_pynvvideocodec_keeps_the_threads_cuda_context_gpu``) shows both sides.
-    Without cuda-python there is nothing to restore with, and nothing is done.
+    Without cuda-python, or without the driver library it loads (a CPU machine: cuda-python
+    raises ``DynamicLibNotFoundError`` at the first call), nothing is done.
     """
+    restore: Callable[[], Any] | None = None
     try:
         from cuda.bindings import driver
-    except ImportError:
-        yield
-        return
-    ok = driver.CUresult.CUDA_SUCCESS
-    saved = driver.cuCtxGetCurrent() if driver.cuInit(0)[0] == ok else (None, None)
+
+        ok = driver.CUresult.CUDA_SUCCESS
+        if driver.cuInit(0)[0] == ok:
+            err, context = driver.cuCtxGetCurrent()
+            if err == ok:  # context: None or the context the thread had
+                restore = functools.partial(driver.cuCtxSetCurrent, context)
+    except Exception:  # no cuda-python, or no driver library for it to load
+        pass
     try:
         yield
     finally:
-        if saved[0] == ok:
-            driver.cuCtxSetCurrent(saved[1])  # None or the context the thread had
+        if restore is not None:
+            restore()
 
 
 def load_codec() -> Any:
-    """Import PyNvVideoCodec, or raise NvdecError saying what is missing."""
+    """Import PyNvVideoCodec, or raise NvdecError saying what is missing.
+
+    Once it is imported, what its C++ code prints to file descriptor 2 goes through the
+    redacting reader of ``vidpipe.capture.native_stderr`` (installed here, once).
+    """
     try:
         # Imported by name: the package ships no type information and is absent in CI.
         with keep_cuda_context():
-            return importlib.import_module("PyNvVideoCodec")
+            codec = importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # ImportError, or its RuntimeError when the driver lacks NVDEC
         raise NvdecError(
             f"capture.decoder nvdec needs PyNvVideoCodec (pip install pynvvideocodec) and an "
             f"NVIDIA driver with NVDEC: {exc}"
         ) from None
+    install_native_stderr()
+    return codec
 
 
 def _torch_from_dlpack(frame: Any) -> Any:
@@ -206,7 +219,7 @@ class NvdecReader:
             if self._consecutive > self._max_errors:
                 raise NvdecError(
                     f"{self._consecutive} packets in a row failed to decode "
-                    f"({type(exc).__name__}: {exc})"
+                    f"({type(exc).__name__}: {redact_text(str(exc))})"
                 ) from None
             return
         self._consecutive = 0

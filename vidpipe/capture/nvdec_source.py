@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
@@ -108,6 +109,7 @@ class DecoderStream:
         with torch.cuda.device(gpu):
             torch.cuda.init()
             self.stream = torch.cuda.Stream()
+            self.ready = torch.cuda.Event()
         err, device = driver.cuDeviceGet(gpu)  # PyTorch has called cuInit already
         if err == driver.CUresult.CUDA_SUCCESS:
             err, context = driver.cuDevicePrimaryCtxRetain(device)
@@ -116,6 +118,20 @@ class DecoderStream:
         self.context = int(context)
         self.handle = int(self.stream.cuda_stream)
 
+    def own_copy(self, surface: Any) -> tuple[Any, Any]:
+        """A copy of ``surface`` on the camera's stream, and the camera's event recorded
+        after it.
+
+        One event per camera, recorded again for every frame: a consumer that waits for it
+        after a newer frame's record waits a little longer, never too little. An event made
+        per frame cost two driver calls more on each of the camera threads, which at 64
+        cameras spent most of their time in CUDA calls (py-spy on the H200).
+        """
+        with self.current():
+            copy = surface.clone()
+            self.ready.record(self.stream)
+        return copy, self.ready
+
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
         """Make the camera's stream PyTorch's current one (dlpack hand-over and the copy)."""
@@ -123,17 +139,6 @@ class DecoderStream:
 
         with torch.cuda.stream(self.stream):
             yield
-
-
-def _own_copy(surface: Any) -> tuple[Any, Any]:
-    """A copy of ``surface`` on the current stream, and an event recorded after it."""
-    import torch
-
-    with torch.cuda.device(surface.device):  # the event belongs to the surface's GPU
-        copy = surface.clone()
-        ready = torch.cuda.Event()
-        ready.record()
-    return copy, ready
 
 
 def nv12_to_bgr(nv12: Any, ready: Any = None) -> npt.NDArray[np.uint8]:
@@ -157,7 +162,7 @@ class NvdecSource:
         defaults: the shared capture settings (unused: NVDEC has no per-camera options yet).
         reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
         own_copy: copies a decoded surface into memory the frame owns; returns the copy and
-            the CUDA event that marks it complete (``Tensor.clone`` and a recorded event).
+            the CUDA event that marks it complete (default ``DecoderStream.own_copy``).
         cuda: makes the decoder's context and stream (``DecoderStream``) when no reader is
             given.
     """
@@ -168,7 +173,7 @@ class NvdecSource:
         defaults: CaptureConfig,
         *,
         reader: NvdecReader | None = None,
-        own_copy: Callable[[Any], tuple[Any, Any]] = _own_copy,
+        own_copy: Callable[[Any], tuple[Any, Any]] | None = None,
         cuda: Callable[[int], DecoderStream] = DecoderStream,
     ) -> None:
         del defaults
@@ -183,6 +188,7 @@ class NvdecSource:
         self._camera = camera.name
         self._counted_errors = 0
         self._session = False
+        self._attributed = False
 
     @property
     def info(self) -> SourceInfo:
@@ -212,6 +218,9 @@ class NvdecSource:
         return self._reader
 
     def open(self) -> SourceInfo:
+        if not self._attributed:  # lines the library prints to fd 2 may name this camera
+            self._attributed = True
+            attribute_camera(self._camera, self._url)
         reader = self._open_reader()
         try:
             with self._stream():
@@ -239,11 +248,17 @@ class NvdecSource:
                 self._count_errors()
             if surface is None:
                 return None
-            nv12, ready = self._own_copy(surface)
+            copy = self._own_copy if self._own_copy is not None else self._cuda_copy
+            nv12, ready = copy(surface)
         height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
         return DeviceImage(
             nv12, self.gpu, width, height, functools.partial(nv12_to_bgr, nv12, ready), ready
         )
+
+    def _cuda_copy(self, surface: Any) -> tuple[Any, Any]:
+        if self._cuda is None:
+            raise SourceError("read_failed", "no CUDA stream to copy the frame on")
+        return self._cuda.own_copy(surface)
 
     def _count_errors(self) -> None:
         new = self.decode_errors - self._counted_errors
@@ -257,6 +272,9 @@ class NvdecSource:
         if self._session:
             self._session = False
             STATS.opened(-1)
+        if self._attributed:
+            self._attributed = False
+            release_camera(self._camera)
 
 
 def check_nvdec(cfg: Config) -> list[str]:

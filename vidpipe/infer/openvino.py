@@ -10,7 +10,15 @@ the fault paths are exercised by ``tests/integration/test_pipeline_faults.py``):
 * An exception escaping the callback is re-raised by the next queue call and the second one
   aborts the process: the callback body is fully guarded.
 * A failed inference never calls the callback; the stored error surfaces from the next
-  ``start_async``. ``submit`` then reclaims the slot of the request that failed.
+  ``get_idle_request_id`` or ``start_async``. ``lend`` or ``submit`` then reclaims the slot of
+  the request that failed.
+
+Input memory: each request's own input tensor is lent to the scheduler, which letterboxes
+straight into it; ``submit`` then starts that request with no inputs (nothing is copied or
+rebound). ``AsyncInferQueue.start_async`` starts the request at the front of its idle queue,
+which ``get_idle_request_id`` names (OpenVINO's own Python ``start_async`` copies inputs into
+the request so named): with one submitting thread, the request lent is the request started.
+A request is idle only once its callback has returned, so lent memory is never being read.
 """
 
 from __future__ import annotations
@@ -28,14 +36,11 @@ from openvino.frontend import FrontEndManager
 from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
-from vidpipe.infer.base import BackendError
-from vidpipe.types import Completion, DeviceImage, TensorSpec
+from vidpipe.infer.base import BackendError, ignore_batch
+from vidpipe.preprocess.buffers import InputBuffer, input_buffer
+from vidpipe.types import Completion, TensorSpec
 
 log = logging.getLogger(__name__)
-
-
-def _ignore(_frames: int) -> None:
-    """No batch observer yet (``observe_batches``)."""
 
 
 _HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
@@ -170,13 +175,19 @@ class OpenVINOBackend:
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         self._n_outputs = len(model.outputs)
+        # Each request's own input tensor, lent to the scheduler in turn (the Tensor objects
+        # are kept: their numpy views do not own the memory).
+        self._input_tensors = [self._queue[i].get_input_tensor(0) for i in range(self.capacity)]
+        self.buffers = tuple(
+            input_buffer(self.input_spec, i, t.data) for i, t in enumerate(self._input_tensors)
+        )
+        self._lent: InputBuffer | None = None
         self._warm_up()
-        self._tensors: dict[int, ov.Tensor] = {}
         self._cond = threading.Condition()
         self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
         self._next_id = 0
         self._closed = False
-        self._observe_batch: Callable[[int], None] = _ignore
+        self.observe_batch: Callable[[int], None] = ignore_batch
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self._last_stuck_check = 0.0
         self.callback_errors = 0
@@ -203,9 +214,8 @@ class OpenVINOBackend:
         deadlock OpenVINO's bindings (3 hangs in 58 cold starts in the benchmark harness, none
         after such a warm-up); it also takes the first-inference cost out of the pipeline.
         """
-        spec = self.input_spec
-        dummy = np.full(spec.shape, 114, np.uint8 if spec.dtype == "u8" else np.float32)
-        self._queue[0].infer({0: dummy})
+        self.buffers[0].tensor[...] = 114
+        self._queue[0].infer()
         for i in range(self.capacity):
             for j in range(self._n_outputs):
                 _ = self._queue[i].get_output_tensor(j).data
@@ -225,58 +235,66 @@ class OpenVINOBackend:
 
     # ------------------------------------------------------------------ submission
 
-    def wait_slot(self, timeout_s: float) -> bool:
+    def lend(self, timeout_s: float) -> InputBuffer | None:
+        """The input tensor of the request the next ``submit`` starts, once one is idle."""
         with self._cond:
-            if self._cond.wait_for(lambda: len(self._inflight) < self.capacity, timeout_s):
-                return True
-        self._reclaim_stuck()  # a pool full of failed requests would otherwise never free up
-        return False
+            free = self._cond.wait_for(
+                lambda: self._closed or len(self._inflight) < self.capacity, timeout_s
+            )
+            if self._closed:
+                raise BackendError("backend is closed")
+        if not free:
+            self._reclaim_stuck()  # a pool full of failed requests would otherwise never free up
+            return None
+        try:
+            # Blocks only while a finished request's callback returns (our bookkeeping ends
+            # inside the callback, the request is idle after it).
+            index = self._queue.get_idle_request_id()
+        except Exception as exc:  # an earlier failed inference surfaced here
+            self._reclaim_failed(exc, None)
+            return None
+        self._lent = self.buffers[index]
+        return self._lent
 
     def in_flight(self) -> int:
+        """Requests submitted and not yet completed (diagnostics)."""
         with self._cond:
             return len(self._inflight)
 
-    def observe_batches(self, observe: Callable[[int], None]) -> None:
-        self._observe_batch = observe
-
-    def submit(
-        self,
-        tensor: np.ndarray | DeviceImage,
-        buffer_index: int,
-        tag: Any,
-        on_done: Callable[[Completion], None],
-    ) -> None:
-        """Start one request. Call from one thread only; ``wait_slot`` first."""
-        if isinstance(tensor, DeviceImage):  # config validation refuses nvdec with openvino
+    def submit(self, buffer: InputBuffer, tag: Any, on_done: Callable[[Completion], None]) -> None:
+        """Start the request whose input tensor ``buffer`` is. Call from one thread only,
+        after ``lend``."""
+        if buffer.device is not None:  # config validation refuses nvdec with openvino
             raise BackendError("OpenVINO cannot take a GPU frame (decoder nvdec)")
-        ov_tensor = self._tensors.get(buffer_index)
-        if ov_tensor is None:  # pool buffers are fixed: one shared-memory Tensor per buffer
-            ov_tensor = ov.Tensor(tensor, shared_memory=True)
-            self._tensors[buffer_index] = ov_tensor
+        if buffer is not self._lent:
+            raise BackendError("submit takes the buffer of this backend's last lend()")
         with self._cond:
             if self._closed:
                 raise BackendError("backend is closed")
             sub_id = self._next_id
             self._next_id += 1
             self._inflight[sub_id] = (tag, on_done, time.perf_counter())
+        self._lent = None
         try:
-            self._queue.start_async({0: ov_tensor}, sub_id)
-            self._observe_batch(1)  # a request holds one frame
+            # No inputs: the lent tensor is the request's own and holds the frame already.
+            self._queue.start_async(None, sub_id)
+            self.observe_batch(1)  # a request holds one frame
         except Exception as exc:
             # Either our own request was refused, or an earlier failed inference surfaced here.
             self._reclaim_failed(exc, sub_id)
 
-    def _reclaim_failed(self, exc: Exception, sub_id: int) -> None:
+    def _reclaim_failed(self, exc: Exception, sub_id: int | None) -> None:
         log.error("inference request failed: %s", _first_line(exc))
         idle = self._idle_submissions()
-        idle.add(sub_id)
+        if sub_id is not None:
+            idle.add(sub_id)
         for sid in idle:
             self._finish(sid, None, exc)
 
     def _reclaim_stuck(self) -> None:
         """Complete, with an error, submissions whose request failed without a callback.
 
-        Called on every timed-out ``wait_slot`` poll (the normal state of a saturated pool), so
+        Called on every timed-out ``lend`` poll (the normal state of a saturated pool), so
         the requests are looked at no more than once every ``_STUCK_CHECK_S``.
         """
         now = time.monotonic()

@@ -2,7 +2,10 @@
 
 A slot owns an execution context, a CUDA stream, device input and output buffers, and two
 *I/O sets* (double buffering): each I/O set is a pinned host input, pinned host outputs and a
-completion event. While one I/O set's batch is copied and run, the batcher fills the other.
+completion event. While one I/O set's batch is copied and run, the batcher fills the other:
+each row of its pinned input is lent, as an ``InputBuffer``, to the scheduler, which
+letterboxes a frame straight into it. An I/O set is free again only after its batch
+completed, so no row of a batch being copied to the device is ever lent.
 Both may be queued on the slot's stream at once: stream order keeps the shared device buffers
 safe (the second batch's host-to-device copy runs after the first batch's device-to-host copy).
 
@@ -46,7 +49,8 @@ from vidpipe.infer.gpu_base import (
     GpuRuntime,
     HostArray,
 )
-from vidpipe.types import Completion, SubmitTag
+from vidpipe.preprocess.buffers import InputBuffer, input_buffer
+from vidpipe.types import Completion, SubmitTag, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,8 @@ class IoSet:
     host_in: HostArray
     host_out: list[HostArray]
     event: int
+    # one lendable InputBuffer per row of ``host_in`` (views: the pinned memory itself)
+    rows: list[InputBuffer] = field(default_factory=list)
     # device copies of the outputs, for postprocessing on the device (allocated on first use)
     d_out: list[int] = field(default_factory=list)
 
@@ -155,10 +161,13 @@ class DeviceStreamSet:
         slot.d_input = rt.device_alloc(b * io.input.frame_elems)
         for out in io.outputs:
             slot.d_outputs.append(rt.device_alloc(b * out.frame_elems * 4))
+        spec = TensorSpec(io.input.name, (1, *io.input.shape), "u8", "NHWC")
         for j in range(2):
             host_in = rt.host_alloc((b, *io.input.shape), np.uint8)
             host_out = [rt.host_alloc((b, *o.shape), np.float32) for o in io.outputs]
-            slot.io_sets.append(IoSet(slot, j, host_in, host_out, rt.event_create()))
+            io_set = IoSet(slot, j, host_in, host_out, rt.event_create())
+            io_set.rows = [input_buffer(spec, r, host_in.array[r : r + 1]) for r in range(b)]
+            slot.io_sets.append(io_set)
         slot.ctx = self.executor.create_context(slot.stream, slot.d_input, list(slot.d_outputs))
 
     # ------------------------------------------------------------------ gathering
@@ -175,6 +184,11 @@ class DeviceStreamSet:
             best = min(self._free, key=lambda io: (io.slot.queued, io.slot.index))
             self._free.remove(best)
             return best
+
+    def return_io_set(self, io: IoSet) -> None:
+        """Give back an I/O set taken for a batch that got no frame."""
+        with self._lock:
+            self._free.append(io)
 
     # ------------------------------------------------------------------ submission
 

@@ -3,17 +3,20 @@
 The Engine's scheduler takes frames round-robin across cameras (``FrameHub``) and submits
 them one at a time, as with OpenVINO. This backend gathers them, like DeepStream's
 nvstreammux: a batch is *open* until it holds ``max_batch`` frames or ``batch_timeout_ms``
-has passed since its first frame, then it is dispatched to its GPU's stream set. Each host
-frame is copied straight into the pinned input of the batch's I/O set; a frame still on the
-GPU (NVDEC) is letterboxed at dispatch into the slot's device input, on the slot's stream, one
-call per batch into the executor. Round-robin order and
+has passed since its first frame, then it is dispatched to its GPU's stream set. ``lend``
+gives the scheduler the next row of the open batch's pinned input, and the host frame is
+letterboxed straight into it: no second copy. (If the batch's timer dispatched it while the
+frame was being letterboxed, the row is outside the batch's copy, which had already started;
+``submit`` then copies that one frame into the next batch, counted in ``input_copies``.)
+A frame still on the GPU (NVDEC) is letterboxed at dispatch into the slot's device input, on
+the slot's stream, one call per batch into the executor. Round-robin order and
 fairness carry over unchanged, and each frame's outputs come back to its own callback with
 its own tag (the camera and frame travel in the tag).
 
 Several GPUs: a new batch goes to the least-loaded one (fewest frames gathered or queued).
 
 Accounting: ``capacity`` is the number of frames the backend can hold (every I/O set full);
-``wait_slot`` is true while the open batch has room or a free I/O set exists.
+``lend`` waits while the open batch is full and no I/O set is free.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.infer.base import BackendError
+from vidpipe.infer.base import BackendError, ignore_batch
 from vidpipe.infer.cuda_rt import FatalDeviceError
 from vidpipe.infer.gpu_base import BatchExecutor, GpuRuntime
 from vidpipe.infer.slots import Batch, DeviceStreamSet
-from vidpipe.types import Completion, DeviceImage, TensorSpec
+from vidpipe.preprocess.buffers import InputBuffer
+from vidpipe.types import Completion, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,9 @@ class StreamSetBackend:
         self._open: Batch | None = None
         self._inflight = 0
         self._closed = False
-        self._observe_batch: Callable[[int], None] = lambda _frames: None
+        self.observe_batch: Callable[[int], None] = ignore_batch
+        self.in_flight_floor: int | None = None  # batching wants every frame it can get
+        self.input_copies = 0  # host frames copied a second time (see the module docstring)
         self.fatal: BaseException | None = None
         self.sets: list[DeviceStreamSet] = []
         try:
@@ -113,62 +119,81 @@ class StreamSetBackend:
             return True
         return any(s.free_io_sets() for s in self.sets if s.fatal is None)
 
-    def wait_slot(self, timeout_s: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(self._room, timeout_s)
-
     def in_flight(self) -> int:
+        """Frames submitted and not yet completed (diagnostics)."""
         with self._cond:
             return self._inflight
 
     # ------------------------------------------------------------------ submission
 
-    def submit(
-        self,
-        tensor: np.ndarray | DeviceImage,
-        buffer_index: int,
-        tag: Any,
-        on_done: Callable[[Completion], None],
-    ) -> None:
-        """Add one frame to the open batch: a letterboxed ``(1, H, W, 3)`` u8 host frame
-        (copied into the batch's pinned input), or a ``DeviceImage`` (kept as it is and
-        letterboxed on the GPU into the batch's device input at dispatch: no pixel crosses
-        to the host).
+    def lend(self, timeout_s: float) -> InputBuffer | None:
+        """The next row of the open batch's pinned input; a batch is opened, on the
+        least-loaded GPU, when none is. None if the open batch stayed full and no I/O set
+        freed up within ``timeout_s``."""
+        with self._cond:
+            if not self._cond.wait_for(self._room, timeout_s):
+                return None
+            if self._closed:
+                raise BackendError("backend is closed")
+            if self.fatal is not None:
+                raise FatalDeviceError(str(self.fatal))
+            batch = self._open or self._open_batch()
+            return batch.io.rows[len(batch.entries)]
+
+    def submit(self, buffer: InputBuffer, tag: Any, on_done: Callable[[Completion], None]) -> None:
+        """Add the lent ``buffer``'s frame to the open batch: a host frame letterboxed into
+        its row, or a GPU frame (``buffer.device``, kept as it is and letterboxed on the GPU
+        into the batch's device input at dispatch: no pixel crosses to the host).
 
         A device frame joins a batch on its own GPU: an open batch on another GPU is
         dispatched first. The frame's ``Completion`` (outputs with a batch dimension of 1)
         reaches ``on_done`` on the completion thread. Raises BackendError when closed or
         given a bad frame, FatalDeviceError when the GPU is unusable.
         """
-        device = tensor if isinstance(tensor, DeviceImage) else None
-        host = None if isinstance(tensor, DeviceImage) else tensor
-        if host is not None and (host.shape != self.input_spec.shape or host.dtype != np.uint8):
+        device = buffer.device
+        if device is None and (
+            buffer.hwc.shape != self.input_spec.shape[1:] or buffer.hwc.dtype != np.uint8
+        ):
             raise BackendError(
-                f"GPU backend expects a uint8 tensor of shape {self.input_spec.shape}, got "
-                f"{host.dtype} {host.shape}"
+                f"GPU backend expects a uint8 frame of shape {self.input_spec.shape[1:]}, got "
+                f"{buffer.hwc.dtype} {buffer.hwc.shape}"
             )
         gpu = None if device is None else self._set_index(device.gpu)
         ready: list[Batch] = []
         with self._cond:
             batch = self._open
             if batch is not None and gpu is not None and batch.owner is not self.sets[gpu]:
-                ready.append(batch)  # a device frame cannot join another GPU's batch
-                batch = self._open = None
+                self._open = None  # a device frame cannot join another GPU's batch
+                if batch.entries:
+                    ready.append(batch)
+                else:
+                    batch.owner.return_io_set(batch.io)
+                batch = None
             batch = batch or self._open_batch(gpu)
-            row = len(batch.entries)
-            if host is not None:
-                batch.io.host_in.array[row] = host[0]
-            elif device is not None:
-                batch.device_rows.append((row, device))
-            batch.entries.append((tag, on_done, time.perf_counter()))
-            self._inflight += 1
+            self._add(batch, buffer, tag, on_done)
             if len(batch.entries) >= batch.owner.max_batch:
                 ready.append(batch)
                 self._open = None
-            elif len(batch.entries) == 1:
-                self._cond.notify_all()  # the flusher starts this batch's timer
         for full in ready:
             self._dispatch(full)
+
+    def _add(self, batch: Batch, buffer: InputBuffer, tag: Any, on_done: Any) -> None:
+        """Put ``buffer``'s frame in the next row of ``batch`` (lock held)."""
+        row = len(batch.entries)
+        if buffer.device is not None:
+            batch.device_rows.append((row, buffer.device))
+            buffer.device = None  # the row must not keep a GPU picture alive after its batch
+        elif buffer is not batch.io.rows[row]:
+            # The frame is not in this row: the batch it was lent from left on its timer
+            # while the frame was letterboxed (or the buffer is not one of ours). One copy,
+            # counted. In this row it is already where the batch's copy to the device reads.
+            np.copyto(batch.io.rows[row].hwc, buffer.hwc)
+            self.input_copies += 1
+        if row == 0:
+            batch.t_open = time.monotonic()  # the timer runs from the first frame
+            self._cond.notify_all()  # the flusher starts this batch's timer
+        batch.entries.append((tag, on_done, time.perf_counter()))
+        self._inflight += 1
 
     def _set_index(self, gpu: int) -> int:
         for i, s in enumerate(self.sets):
@@ -200,18 +225,15 @@ class StreamSetBackend:
             self._cond.wait(min(left, 0.1))
 
     def _dispatch(self, batch: Batch) -> None:
-        self._observe_batch(len(batch.entries))
+        self.observe_batch(len(batch.entries))
         batch.owner.dispatch(batch)
-
-    def observe_batches(self, observe: Callable[[int], None]) -> None:
-        self._observe_batch = observe
 
     def _flush_loop(self) -> None:
         """Dispatch an open batch once it has waited ``batch_timeout_ms``."""
         with self._cond:
             while True:
                 batch = self._open
-                if batch is None:
+                if batch is None or not batch.entries:  # a batch lent from, still empty
                     if self._closed:
                         return
                     self._cond.wait()
@@ -231,8 +253,10 @@ class StreamSetBackend:
         """Dispatch the open batch now (drain and benchmarks)."""
         with self._cond:
             batch, self._open = self._open, None
-        if batch is not None:
+        if batch is not None and batch.entries:
             self._dispatch(batch)
+        elif batch is not None:  # lent from, never filled
+            batch.owner.return_io_set(batch.io)
 
     # ------------------------------------------------------------------ shutdown
 

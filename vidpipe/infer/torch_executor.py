@@ -26,11 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
-from vidpipe.postprocess.gpu import YoloxGpuPostprocess
+from vidpipe.postprocess.gpu import GPU_POSTPROCESSORS, GpuPostprocess
 from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
 from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
@@ -259,12 +257,12 @@ class TorchExecutor:
             time.perf_counter() - t0,
         )
 
-    def device_postprocess(self, decoder: str) -> TorchYoloxPostprocess | None:
-        """YOLOX decode, score filter and class-aware NMS on this GPU
-        (``vidpipe.postprocess.gpu``); other decoders: None (the host postprocesses)."""
-        if decoder != "yolox" or len(self.io.outputs) != 1:
+    def device_postprocess(self, decoder: str) -> TorchDevicePostprocess | None:
+        """Decode, score filter and class-aware NMS on this GPU, for the model types that
+        ``vidpipe.postprocess.gpu`` registers; others: None (the host postprocesses)."""
+        if decoder not in GPU_POSTPROCESSORS or len(self.io.outputs) != 1:
             return None
-        return TorchYoloxPostprocess(self)
+        return TorchDevicePostprocess(self, GPU_POSTPROCESSORS[decoder])
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> TorchContext:
         return TorchContext(self, stream, d_input, d_outputs)
@@ -273,17 +271,16 @@ class TorchExecutor:
         self.module = None
 
 
-class TorchYoloxPostprocess:
-    """``DevicePostprocess`` for YOLOX: the I/O set's device output copy seen as a tensor
-    (no copy), postprocessed by ``YoloxGpuPostprocess``. One per completion thread (it keeps
+class TorchDevicePostprocess:
+    """``DevicePostprocess``: the I/O set's device output copy seen as a tensor (no copy),
+    postprocessed by the model type's ``GpuPostprocess``. One per completion thread (it keeps
     per-call state)."""
 
-    def __init__(self, ex: TorchExecutor) -> None:
+    def __init__(self, ex: TorchExecutor, kind: type[GpuPostprocess]) -> None:
         self._ex = ex
-        self._shape = ex.io.outputs[0].shape  # (A, 5 + C)
-        self._classes = int(self._shape[-1]) - 5
+        self._shape = ex.io.outputs[0].shape  # one frame's output
         h, w = ex.io.input.shape[:2]
-        self._post = YoloxGpuPostprocess(ex.torch, ex.device, w, h, self._classes, 0.45)
+        self._post = kind(ex.torch, ex.device, w, h, kind.classes_in(self._shape), 0.45)
 
     def __call__(
         self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
@@ -292,14 +289,7 @@ class TorchYoloxPostprocess:
         out = torch.as_tensor(
             _DeviceArray(d_outputs[0], (batch, *self._shape), "<f4"), device=self._ex.device
         )
-        masks = None
-        if any(r.class_ids is not None for r in requests):
-            keep = np.ones((batch, self._classes), bool)
-            for i, r in enumerate(requests):
-                if r.class_ids is not None:
-                    keep[i] = False
-                    keep[i, [c for c in r.class_ids if 0 <= c < self._classes]] = True
-            masks = torch.from_numpy(keep).to(self._ex.device)
+        masks = self._post.masks_for([r.class_ids for r in requests])
         self._post.iou_threshold = float(requests[0].iou_threshold)
         with torch.cuda.device(self._ex.device), torch.inference_mode():
             return self._post(

@@ -1,15 +1,23 @@
-"""YOLOX decode, score filter and class-aware NMS for a whole batch, on the GPU (PyTorch).
+"""Decode, score filter and class-aware NMS for a whole batch, on the GPU (PyTorch).
 
-The same function as :func:`vidpipe.postprocess.pipeline.postprocess` with
-:func:`~vidpipe.postprocess.decode.decode_yolox`, run on a ``(B, A, 5 + C)`` device tensor so
-that only the kept detections come back to the host: a few hundred bytes per frame instead of
-the 1.2 MB float output of YOLOX-Nano at 416.
+The same function as :func:`vidpipe.postprocess.pipeline.postprocess` with the decoders of
+:mod:`vidpipe.postprocess.decode`, run on a batch of outputs in device memory so that only the
+kept detections come back to the host: a few hundred bytes per frame instead of, for
+YOLOX-Nano at 416, a 1.2 MB float output.
 
-It matches the CPU path step by step: candidates are rows with objectness and
-``objectness * best class probability`` at or above the threshold; the class filter; greedy
-NMS in score order (stable, ties in anchor order) where a box is dropped when its IoU with a
-kept box of the same image and class is strictly above the threshold; IoU in float64 without
-the legacy ``+1``; boxes divided by the letterbox scale and clipped to the frame.
+:class:`GpuPostprocess` holds what every model type shares: per-image thresholds and class
+masks, NMS, un-letterboxing and the one small copy to the host. A model type only says which
+rows are candidates and where their boxes are (``_candidates``), and registers itself in
+:data:`GPU_POSTPROCESSORS` (``register_gpu_postprocess``); an executor that postprocesses on
+the device looks the model type up there.
+
+It matches the CPU path step by step: candidates are the rows the CPU decoder keeps at the
+image's threshold (YOLOX: objectness and ``objectness * best class probability`` at or above
+it; YOLOv8: the best class score; SSD: the confidence, up to the first row with
+``image_id < 0``); the class filter; greedy NMS in score order (stable, ties in row order)
+where a box is dropped when its IoU with a kept box of the same image and class is strictly
+above the threshold; IoU in float64 without the legacy ``+1``; boxes divided by the letterbox
+scale and clipped to the frame.
 
 Greedy NMS is sequential, so it is solved here as a fixed point instead of one box at a time:
 ``keep[i] = not any(keep[j] and overlap[j, i] for j ranked before i)``. Starting from
@@ -21,19 +29,20 @@ stays small; an image with more than :data:`MAX_MATRIX` candidates (a score thre
 zero) takes the CPU path for that image, and the caller can count it (``host_fallbacks``).
 
 torch is imported lazily by the caller's executor: this module only touches the ``torch``
-object it is given, so importing it costs nothing on a CPU-only install.
+object it is given, so importing it costs nothing on a CPU-only install. The code runs on CPU
+tensors too (the tests compare it with the CPU decoders there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from vidpipe.postprocess.decode import STRIDES, DecodeParams, decode_yolox
-from vidpipe.postprocess.nms import nms_class_aware
+from vidpipe.postprocess.decode import DECODERS, STRIDES, DecodeParams
+from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.types import Detections, Letterbox
 
 #: Largest IoU matrix side computed at once (float64: 32 MiB at the limit).
@@ -49,17 +58,30 @@ class GpuPostprocessStats:
     host_fallbacks: int = 0
 
 
-class YoloxGpuPostprocess:
-    """Batch postprocessing of YOLOX outputs on one CUDA device.
+@dataclass(frozen=True)
+class _Candidates:
+    """Rows that passed the score filter, flattened over the batch, image-major."""
+
+    img: Any  # (M,) long
+    xyxy: Any  # (M, 4) float32, input pixels
+    score: Any  # (M,) float32
+    class_id: Any  # (M,) long
+
+
+class GpuPostprocess:
+    """Batch postprocessing of one model type's outputs on one device (the shared part).
 
     Args:
         torch: the ``torch`` module.
         device: the device the outputs live on.
         input_w: model input width, pixels.
         input_h: model input height, pixels.
-        num_classes: C of the ``(A, 5 + C)`` output.
+        num_classes: the model's class count (0 where the output does not say: SSD).
         iou_threshold: NMS IoU threshold.
     """
+
+    #: The ``model.type`` this class postprocesses (a key of ``decode.DECODERS``).
+    model_type: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -75,18 +97,18 @@ class YoloxGpuPostprocess:
         self.input_w, self.input_h = input_w, input_h
         self.num_classes = num_classes
         self.iou_threshold = float(iou_threshold)
-        grid, stride = [], []
-        for s in STRIDES:
-            gy, gx = torch.meshgrid(
-                torch.arange(input_h // s, device=device),
-                torch.arange(input_w // s, device=device),
-                indexing="ij",
-            )
-            grid.append(torch.stack([gx.reshape(-1), gy.reshape(-1)], dim=1))
-            stride.append(torch.full((gx.numel(), 1), s, device=device))
-        self._grid = torch.cat(grid).to(torch.float32)
-        self._stride = torch.cat(stride).to(torch.float32)
         self.stats = GpuPostprocessStats()
+        self._fallback_images: list[int] = []
+
+    @classmethod
+    def classes_in(cls, frame_shape: Sequence[int]) -> int:
+        """The class count that one frame's output of shape ``frame_shape`` holds."""
+        raise NotImplementedError
+
+    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+        """The rows of ``out`` (``B`` images) that the CPU decoder would keep, class filter
+        applied; ``thr`` is the ``(B,)`` float32 threshold per image."""
+        raise NotImplementedError
 
     def __call__(
         self,
@@ -98,42 +120,54 @@ class YoloxGpuPostprocess:
         """Decode, filter, suppress and un-letterbox ``len(letterboxes)`` images.
 
         Args:
-            out: ``(B', A, 5 + C)`` float device tensor, ``B' >= B``; rows past ``B`` are
-                ignored (a CUDA graph's stale rows).
+            out: ``(B', ...)`` float device tensor of the model's output, ``B' >= B``; rows
+                past ``B`` are ignored (a CUDA graph's stale rows).
             letterboxes: per image, how its frame was placed into the input.
             score_thresholds: per image (each camera has its own threshold).
-            class_masks: None, or a ``(B, C)`` bool device tensor: True for classes to keep.
+            class_masks: None (keep every class), or what ``masks_for`` gives for the images.
 
         Returns:
             Per image, detections in frame pixels by score descending, as the CPU path gives.
         """
-        torch = self.torch
         b = len(letterboxes)
         if b == 0:
             return []
         out = out[:b]
-        if out.shape[1] != self._grid.shape[0] or out.shape[2] != 5 + self.num_classes:
-            raise ValueError(
-                f"YOLOX output has shape {tuple(out.shape)}, expected (B, "
-                f"{self._grid.shape[0]}, {5 + self.num_classes})"
-            )
-        thr = torch.tensor(list(score_thresholds), dtype=torch.float32, device=self.device)
-        obj = out[:, :, 4].float()
-        best_p, class_id = out[:, :, 5:].float().max(dim=2)
-        score = obj * best_p
-        ok = (obj >= thr[:, None]) & (score >= thr[:, None])
-        if class_masks is not None:
-            ok &= torch.gather(class_masks, 1, class_id)
-        img, anchor = ok.nonzero(as_tuple=True)  # one sync: the candidate count
-        self.stats.candidates += int(img.numel())
-        rows = out[img, anchor, :4].float()
-        s = self._stride[anchor]
-        cxcy = (rows[:, 0:2] + self._grid[anchor]) * s
-        wh = torch.exp(rows[:, 2:4]) * s
-        xyxy = torch.cat([cxcy - wh * 0.5, cxcy + wh * 0.5], dim=1)
-        cand = _Candidates(img, xyxy, score[img, anchor], class_id[img, anchor])
+        thr = self.torch.tensor(
+            list(score_thresholds), dtype=self.torch.float32, device=self.device
+        )
+        cand = self._candidates(out, thr, class_masks)
+        self.stats.candidates += int(cand.img.numel())
         kept = self._suppress(cand, b)
         return self._to_host(cand, kept, letterboxes, out, score_thresholds, class_masks)
+
+    def masks_for(self, wanted: Sequence[frozenset[int] | None]) -> Any | None:
+        """The ``class_masks`` argument for images that keep ``wanted`` classes each (None:
+        all); None when every image keeps all.
+
+        Returns:
+            ``(B, K + 1)`` bool device tensor: column ``c < K`` says whether class ``c`` is
+            kept, column ``K`` whether any other id is (True only for images that keep all:
+            SSD labels have no known upper bound). ``K`` is the model's class count, or for
+            SSD one more than the largest wanted id.
+        """
+        if all(w is None for w in wanted):
+            return None
+        width = self.num_classes or 1 + max((max(w, default=-1) for w in wanted if w), default=0)
+        keep = np.ones((len(wanted), width + 1), bool)
+        for i, w in enumerate(wanted):
+            if w is not None:
+                keep[i] = False
+                keep[i, [c for c in w if 0 <= c < width]] = True
+        return self.torch.from_numpy(keep).to(self.device)
+
+    def _class_ok(self, class_masks: Any | None, class_id: Any) -> Any | None:
+        """``(B, A)`` bool: whether each row's class is kept by its image's mask (None: all)."""
+        if class_masks is None:
+            return None
+        other = class_masks.shape[1] - 1
+        inside = (class_id >= 0) & (class_id < other)
+        return self.torch.gather(class_masks, 1, self.torch.where(inside, class_id, other))
 
     def _suppress(self, cand: _Candidates, b: int) -> Any:
         """Indices into ``cand`` of the kept boxes, grouped by image, by score descending.
@@ -144,7 +178,7 @@ class YoloxGpuPostprocess:
         torch = self.torch
         counts = torch.bincount(cand.img, minlength=b).tolist()
         kept: list[Any] = []
-        self._fallback_images: list[int] = []
+        self._fallback_images = []
         lo = hi = 0  # the range being gathered; candidates are image-major (row-major nonzero)
         for i, n in enumerate(counts):
             if hi - lo + n > MAX_MATRIX and hi > lo:
@@ -165,13 +199,15 @@ class YoloxGpuPostprocess:
         """Greedy class-aware NMS over candidates ``lo:hi`` (whole images), fixed-point form."""
         torch = self.torch
         score = cand.score[lo:hi]
-        # Rank by image, then score descending; stable, so ties stay in anchor order as in the
+        # Rank by image, then score descending; stable, so ties stay in row order as in the
         # CPU path's stable argsort. Images never overlap: they are compared as groups below.
         order = torch.argsort(-score, stable=True)
         order = order[torch.argsort(cand.img[lo:hi][order], stable=True)]
         box = cand.xyxy[lo:hi][order].double()
-        group = cand.img[lo:hi][order] * self.num_classes + cand.class_id[lo:hi][order]
-        overlap = (_iou(torch, box) > self.iou_threshold) & (group[:, None] == group[None, :])
+        img, cls = cand.img[lo:hi][order], cand.class_id[lo:hi][order]
+        # Image and class compared separately: SSD labels have no upper bound to pack them by.
+        same = (img[:, None] == img[None, :]) & (cls[:, None] == cls[None, :])
+        overlap = (_iou(torch, box) > self.iou_threshold) & same
         rank = torch.arange(len(box), device=self.device)
         overlap &= rank[:, None] < rank[None, :]  # only a higher-ranked box suppresses
         keep = torch.ones(len(box), dtype=torch.bool, device=self.device)
@@ -213,37 +249,151 @@ class YoloxGpuPostprocess:
             result.append(Detections(r[:, 0:4].copy(), r[:, 4].copy(), r[:, 5].astype(np.int64)))
         for i in self._fallback_images:
             self.stats.host_fallbacks += 1
-            result[i] = self._host_image(
-                out[i], letterboxes[i], score_thresholds[i], class_masks, i
+            wanted = None
+            if class_masks is not None and not bool(class_masks[i, -1]):
+                wanted = frozenset(np.flatnonzero(class_masks[i, :-1].cpu().numpy()).tolist())
+            result[i] = postprocess(
+                [out[i].float().cpu().numpy()],
+                letterboxes[i],
+                DECODERS[self.model_type],
+                DecodeParams(self.input_w, self.input_h, score_thresholds[i]),
+                self.iou_threshold,
+                wanted,
             )
         return result
 
-    def _host_image(
-        self, out: Any, lb: Letterbox, thr: float, class_masks: Any | None, i: int
-    ) -> Detections:
-        """The CPU path for one image with too many candidates for one IoU matrix."""
-        det = decode_yolox(
-            [out.float().cpu().numpy()], DecodeParams(self.input_w, self.input_h, thr)
+    def _gather(self, ok: Any, score: Any, class_id: Any, boxes: Callable[..., Any]) -> _Candidates:
+        """Candidates where ``ok`` (``(B, A)`` bool); ``boxes(img, row)`` gives their
+        ``(M, 4)`` float32 boxes in input pixels."""
+        img, row = ok.nonzero(as_tuple=True)  # one sync: the candidate count
+        return _Candidates(img, boxes(img, row), score[img, row], class_id[img, row])
+
+
+GPU_POSTPROCESSORS: dict[str, type[GpuPostprocess]] = {}
+"""Model type -> its device postprocessor (``register_gpu_postprocess``)."""
+
+
+def register_gpu_postprocess(cls: type[GpuPostprocess]) -> type[GpuPostprocess]:
+    """Class decorator: ``cls`` postprocesses ``cls.model_type`` outputs on the device."""
+    if cls.model_type not in DECODERS:
+        raise ValueError(f"no CPU decoder for model type {cls.model_type!r} to match")
+    GPU_POSTPROCESSORS[cls.model_type] = cls
+    return cls
+
+
+def _xyxy(torch: Any, cxcy: Any, wh: Any) -> Any:
+    """``(M, 2)`` centres and sizes to ``(M, 4)`` boxes, as ``decode._cxcywh_to_xyxy``."""
+    half = wh * 0.5
+    return torch.cat([cxcy - half, cxcy + half], dim=1)
+
+
+@register_gpu_postprocess
+class YoloxGpuPostprocess(GpuPostprocess):
+    """YOLOX: ``(B, A, 5 + C)`` outputs (``decode.decode_yolox``)."""
+
+    model_type = "yolox"
+
+    def __init__(self, torch: Any, device: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(torch, device, *args, **kwargs)
+        grid, stride = [], []
+        for s in STRIDES:
+            gy, gx = torch.meshgrid(
+                torch.arange(self.input_h // s, device=device),
+                torch.arange(self.input_w // s, device=device),
+                indexing="ij",
+            )
+            grid.append(torch.stack([gx.reshape(-1), gy.reshape(-1)], dim=1))
+            stride.append(torch.full((gx.numel(), 1), s, device=device))
+        self._grid = torch.cat(grid).to(torch.float32)
+        self._stride = torch.cat(stride).to(torch.float32)
+
+    @classmethod
+    def classes_in(cls, frame_shape: Sequence[int]) -> int:
+        return int(frame_shape[-1]) - 5
+
+    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+        if out.ndim != 3 or out.shape[1] != len(self._grid) or out.shape[2] != 5 + self.num_classes:
+            raise ValueError(
+                f"YOLOX output has shape {tuple(out.shape)}, expected (B, "
+                f"{len(self._grid)}, {5 + self.num_classes})"
+            )
+        obj = out[:, :, 4].float()
+        best_p, class_id = out[:, :, 5:].float().max(dim=2)
+        score = obj * best_p
+        ok = (obj >= thr[:, None]) & (score >= thr[:, None])
+        if (wanted := self._class_ok(class_masks, class_id)) is not None:
+            ok &= wanted
+
+        def boxes(img: Any, anchor: Any) -> Any:
+            rows = out[img, anchor, :4].float()
+            s = self._stride[anchor]
+            return _xyxy(
+                self.torch,
+                (rows[:, 0:2] + self._grid[anchor]) * s,
+                self.torch.exp(rows[:, 2:4]) * s,
+            )
+
+        return self._gather(ok, score, class_id, boxes)
+
+
+@register_gpu_postprocess
+class Yolov8GpuPostprocess(GpuPostprocess):
+    """YOLOv8 / YOLO11: ``(B, 4 + C, A)`` outputs (``decode.decode_yolov8``)."""
+
+    model_type = "yolov8"
+
+    @classmethod
+    def classes_in(cls, frame_shape: Sequence[int]) -> int:
+        return int(frame_shape[-2]) - 4
+
+    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+        if out.ndim != 3 or out.shape[1] != 4 + self.num_classes:
+            raise ValueError(
+                f"YOLOv8 output has shape {tuple(out.shape)}, expected (B, "
+                f"{4 + self.num_classes}, N)"
+            )
+        score, class_id = out[:, 4:, :].float().max(dim=1)
+        ok = score >= thr[:, None]
+        if (wanted := self._class_ok(class_masks, class_id)) is not None:
+            ok &= wanted
+
+        def boxes(img: Any, anchor: Any) -> Any:
+            rows = out[img, :4, anchor].float()  # (M, 4): advanced indices first
+            return _xyxy(self.torch, rows[:, 0:2], rows[:, 2:4])
+
+        return self._gather(ok, score, class_id, boxes)
+
+
+@register_gpu_postprocess
+class SsdGpuPostprocess(GpuPostprocess):
+    """SSD ``DetectionOutput``: ``(B, 1, N, 7)`` or ``(B, N, 7)`` outputs, rows ``image_id,
+    label, conf, x_min, y_min, x_max, y_max`` normalised to 0-1 (``decode.decode_ssd``)."""
+
+    model_type = "ssd"
+
+    @classmethod
+    def classes_in(cls, frame_shape: Sequence[int]) -> int:
+        return 0  # the output does not say; class masks are sized by the wanted ids
+
+    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+        torch = self.torch
+        if out.shape[-1] != 7 or out.ndim not in (3, 4) or (out.ndim == 4 and out.shape[1] != 1):
+            raise ValueError(f"SSD output has shape {tuple(out.shape)}, expected (B, 1, N, 7)")
+        rows = out.reshape(out.shape[0], -1, 7).float()
+        listed = (rows[:, :, 0] < 0).cumsum(dim=1) == 0  # the first image_id < 0 ends the list
+        score = rows[:, :, 2]
+        class_id = rows[:, :, 1].long()  # truncates toward zero, as numpy's astype
+        ok = listed & (score >= thr[:, None])
+        if (wanted := self._class_ok(class_masks, class_id)) is not None:
+            ok &= wanted
+        scale = torch.tensor(
+            [self.input_w, self.input_h] * 2, dtype=torch.float32, device=self.device
         )
-        if class_masks is not None and len(det):
-            det = det.select(class_masks[i].cpu().numpy()[det.class_id])
-        if not len(det):
-            return Detections.empty()
-        keep = nms_class_aware(det.xyxy, det.score, det.class_id, self.iou_threshold)
-        xyxy = det.xyxy[keep] / np.float32(lb.scale)
-        np.clip(xyxy[:, 0::2], 0.0, lb.src_w, out=xyxy[:, 0::2])
-        np.clip(xyxy[:, 1::2], 0.0, lb.src_h, out=xyxy[:, 1::2])
-        return Detections(xyxy, det.score[keep], det.class_id[keep])
 
+        def boxes(img: Any, row: Any) -> Any:
+            return rows[img, row, 3:7] * scale
 
-@dataclass(frozen=True)
-class _Candidates:
-    """Rows that passed the score filter, flattened over the batch, image-major."""
-
-    img: Any  # (M,) long
-    xyxy: Any  # (M, 4) float32, input pixels
-    score: Any  # (M,) float32
-    class_id: Any  # (M,) long
+        return self._gather(ok, score, class_id, boxes)
 
 
 def _iou(torch: Any, box: Any) -> Any:
