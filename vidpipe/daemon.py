@@ -18,6 +18,7 @@ from types import FrameType
 
 from vidpipe import redact
 from vidpipe.assemble import Pipeline, log_model, plan_inference
+from vidpipe.capture.native_stderr import route_stdout
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, load_config
 from vidpipe.health import Health
@@ -218,6 +219,9 @@ def run(
     READY=1 after start-up, watchdog pings while inference progresses, RELOADING=1 around a
     SIGHUP reload of ``config_path``, STOPPING=1 on SIGTERM.
     """
+    # Nothing of the daemon's own goes to stdout, but PyNvVideoCodec prints its error lines
+    # there: routed through the redacting reader too once nvdec cameras load it.
+    route_stdout()
     daemon = Daemon(cfg, shard=shard, http_port=http_port)
     notifier = Notifier.from_env()
     daemon.install_signal_handlers()

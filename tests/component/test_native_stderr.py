@@ -1,16 +1,20 @@
-"""fd 2 of native libraries through the redacting reader (vidpipe.capture.native_stderr).
+"""fd 2 and fd 1 of native libraries through the redacting reader
+(vidpipe.capture.native_stderr).
 
-Each test runs a child Python process whose "native library" writes to file descriptor 2
-with libc's ``write`` (through ctypes, below Python's ``sys.stderr``), exactly as
-PyNvVideoCodec's C++ code does. The child's real stderr is a pipe read here, so what reaches
-the terminal or the journal is checked as bytes, out of reach of pytest's own capture.
+Each test runs a child Python process whose "native library" writes to file descriptor 2 or
+1 with libc's ``write`` (through ctypes, below Python's ``sys.stderr`` and ``sys.stdout``),
+exactly as PyNvVideoCodec's C++ code does. The child's real stdout and stderr are pipes read
+here, so what reaches the terminal or the journal is checked as bytes, out of reach of
+pytest's own capture.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -25,9 +29,9 @@ from vidpipe.capture import native_stderr
 
 libc = ctypes.CDLL(None, use_errno=True)
 
-def c_write(text):
+def c_write(text, fd=2):
     data = text.encode()
-    assert libc.write(2, data, len(data)) == len(data)
+    assert libc.write(fd, data, len(data)) == len(data)
 
 # No redacting filter on the handler (the daemon has one): the reader must mask by itself.
 logging.basicConfig(
@@ -226,6 +230,111 @@ def test_loading_pynvvideocodec_installs_the_reader_fake_nvdec(tmp_path) -> None
     assert PASSWORD not in err, err
     assert "camera door: [nvdec] [ERROR] cannot open rtsp://admin:***@10.1.2.3" in err, err
     assert "source error:" in err
+
+
+SDK_LINE = f"[ERROR][18:53:56] General error -1094995529 at line 1337 in file {URL}"
+
+
+def fake_pynvvideocodec(where: Path) -> str:
+    """The directory of a stand-in PyNvVideoCodec that imports (CPU CI has none):
+    ``load_codec`` succeeds and installs the reader; the GPU check after it then fails (no
+    PyTorch or no CUDA here)."""
+    (where / "PyNvVideoCodec.py").write_text("# a stand-in: importing it is all it does\n")
+    return str(where)
+
+
+def test_the_daemon_routes_stdout_and_python_prints_still_reach_it_fake_nvdec(
+    tmp_path: Path,
+) -> None:
+    """``vidpipe.daemon.run`` with an nvdec camera loads PyNvVideoCodec (a stand-in) at
+    start-up: from then on what C code writes to fd 1, as PyNvVideoCodec 2.2.4 prints its
+    own error lines, is logged redacted on stderr, while Python's prints reach stdout."""
+    out, err = run_child(
+        f"""
+        sys.path.insert(0, {fake_pynvvideocodec(tmp_path)!r})
+        from vidpipe.config import Config, ConfigError
+        from vidpipe.daemon import run
+        from vidpipe.infer.base import BackendError
+
+        before = os.readlink("/proc/self/fd/1")
+        cfg = Config.model_validate({{
+            "model": {{"path": "m.onnx"}},
+            "inference": {{"type": "torch"}},
+            "cameras": [{{"name": "door", "url": URL, "decoder": "nvdec"}}],
+        }})
+        try:
+            run(cfg)  # fails after the nvdec check has loaded the library: no GPU here
+        except (ConfigError, BackendError) as exc:
+            logging.getLogger("vidpipe.test").warning("start-up refused: %s", exc)
+        assert os.readlink("/proc/self/fd/1") != before, "fd 1 is not routed"
+        c_write({SDK_LINE!r} + "\\n", fd=1)
+        print("result line")
+        c_write("Decode Error occurred for picture 171\\n", fd=1)
+        sys.stdout.write("second result line\\n")
+        """
+    )
+    assert PASSWORD not in out and PASSWORD not in err, out + err
+    assert out == "result line\nsecond result line\n", out
+    native = [ln for ln in err.splitlines() if ln.startswith("WARNING vidpipe.capture.native")]
+    assert len(native) == 2, err
+    assert "camera ?: [nvdec] [ERROR][18:53:56] General error" in native[0], err
+    assert "rtsp://admin:***@10.1.2.3:554/stream1" in native[0], err
+    assert native[1].endswith("camera ?: [native] Decode Error occurred for picture 171"), err
+    assert "start-up refused" in err, err
+
+
+def test_a_command_that_prints_results_keeps_fd1_fake_nvdec(tmp_path: Path) -> None:
+    """``vidpipe check`` loads PyNvVideoCodec (a stand-in) for an nvdec camera but never opts
+    in: fd 2 is routed, fd 1 stays the process's own stdout."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "model": {"path": "m.onnx"},
+                "inference": {"type": "torch"},
+                "cameras": [{"name": "door", "url": URL, "decoder": "nvdec"}],
+            }
+        )
+    )
+    out, err = run_child(
+        f"""
+        sys.path.insert(0, {fake_pynvvideocodec(tmp_path)!r})
+        from vidpipe.cli import main
+        before = os.readlink("/proc/self/fd/1")
+        code = main(["check", "--config", {str(config)!r}])
+        c_write("raw library line\\n", fd=1)
+        print(code, native_stderr.installed(2), native_stderr.installed(1),
+              os.readlink("/proc/self/fd/1") == before)
+        """
+    )
+    assert out.splitlines() == ["raw library line", "2 True False True"], out + err
+    assert "camera 'door' decodes with nvdec" in err, err
+
+
+def test_routed_stdout_moves_its_handlers_and_is_given_back() -> None:
+    """``route_stdout`` after ``install`` routes fd 1 at once; a log handler on stdout moves
+    to the original fd 1 (no loop through the pipe); ``uninstall`` gives fd 1 back."""
+    out, err = run_child(
+        """
+        before = os.readlink("/proc/self/fd/1")
+        to_stdout = logging.StreamHandler(sys.stdout)
+        to_stdout.setFormatter(logging.Formatter("OUT %(name)s %(message)s"))
+        logging.getLogger("vidpipe.test").addHandler(to_stdout)
+        native_stderr.install()
+        assert not native_stderr.installed(1)
+        native_stderr.route_stdout()
+        assert native_stderr.installed(1) and to_stdout.stream is sys.stdout
+        assert sys.stdout.fileno() != 1
+        logging.getLogger("vidpipe.test").warning("python side")
+        c_write(f"[rtsp @ 0x7f00] 401 {URL}\\n", fd=1)
+        native_stderr.uninstall()
+        assert sys.stdout.fileno() == 1 and os.readlink("/proc/self/fd/1") == before
+        c_write("after uninstall\\n", fd=1)
+        """
+    )
+    assert out.splitlines() == ["OUT vidpipe.test python side", "after uninstall"], out
+    assert "camera ?: [nvdec] [rtsp @ 0x7f00] 401 rtsp://admin:***@10.1.2.3" in err, err
+    assert PASSWORD not in out + err
 
 
 @pytest.mark.parametrize(

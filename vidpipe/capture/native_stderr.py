@@ -1,34 +1,45 @@
-"""What native libraries write straight to file descriptor 2, through Python logging, redacted.
+"""What native libraries write straight to file descriptors 2 and 1, through Python logging,
+redacted.
 
 PyNvVideoCodec's C++ code (NVIDIA's Video Codec SDK helpers and the FFmpeg build inside it)
-prints its messages with ``fprintf(stderr)`` / ``std::cerr``, not through any callback. On a
-damaged stream that is, for example::
+prints its messages with ``printf`` / ``fprintf(stderr)`` / ``std::cerr``, not through any
+callback. On a damaged stream PyNvVideoCodec 2.2.4 prints, to fd 1 (stdout), for example::
 
     [ERROR][18:53:56] General error -1094995529 at line 1337 in file .../FFmpegDemuxer.h
+    Decode Error occurred for picture 171
 
+and FFmpeg's own lines go to fd 2 (tests/gpu/test_nvdec_gpu.py,
+``test_damaged_file_at_a_credentialed_path_leaks_nothing_to_stderr_gpu``, counts both).
 Such lines name no camera, and an RTSP failure can print the URL it opened, with its
-credentials. While :func:`install` is in effect, fd 2 is the write end of a pipe. A daemon
-thread reads it line by line, masks credentials (``vidpipe.redact.redact_text``: URL
-passwords and every registered secret), and re-logs each line on the logger
-``vidpipe.capture.native`` as ``camera <name>: [nvdec] <line>``, at most ``burst`` lines per
-camera per ``window_s`` (a broken stream prints one line per packet), saying how many it held
+credentials. While :func:`install` is in effect, fd 2 is the write end of a pipe, and so is
+fd 1 in a process that opted in with :func:`route_stdout`. A daemon thread per fd reads it
+line by line, masks credentials (``vidpipe.redact.redact_text``: URL passwords and every
+registered secret), and re-logs each line on the logger ``vidpipe.capture.native`` as
+``camera <name>: [nvdec] <line>``, at most ``BURST`` lines per camera per ``WINDOW_S`` from
+both fds together (a broken stream prints one line per packet), saying how many it held
 back.
 
-Attribution: a write to fd 2 carries no thread, so a line belongs to a camera only when it
+Only ``vidpipe run`` routes fd 1 (``vidpipe.daemon.run`` calls :func:`route_stdout`): the
+daemon prints nothing to stdout, and under systemd its stdout goes to the journal. Commands
+that print their results to stdout (``detect``, ``check``, ``bench``) and test runners keep
+fd 1 as it is; they load PyNvVideoCodec with fd 2 routed only.
+
+Attribution: a write to a fd carries no thread, so a line belongs to a camera only when it
 names the camera's URL or path, or when one camera alone uses NVDEC (``attribute_camera``).
 Otherwise it is logged as camera ``?``. Lines in the Video Codec SDK's ``[LEVEL]`` format,
 or FFmpeg's ``[component @ 0x...]`` format, are marked ``[nvdec]`` (PyAV's FFmpeg logs
 through Python, never to fd 2: ``vidpipe.capture.ffmpeg_log``); anything else is marked
 ``[native]``.
 
-Python's own stderr keeps working: ``sys.stderr`` and every logging handler that wrote to
-fd 2 are moved to a duplicate of the original fd 2 (so log lines never loop through the
-pipe), and so is ``faulthandler`` if it is on (a crash dump must not wait for a thread).
+Python's own output keeps working: ``sys.stderr`` (``sys.stdout``) and every logging handler
+that wrote to the routed fd are moved to a duplicate of the original fd (so log lines never
+loop through the pipe, and what Python prints to stdout reaches it unchanged), and so is
+``faulthandler`` if it is on (a crash dump must not wait for a thread).
 
 It is installed when PyNvVideoCodec is first loaded (``vidpipe.capture.nvdec.load_codec``:
 the start-up check of nvdec cameras, or the first NVDEC reader): a daemon without nvdec
-cameras never touches fd 2. Child processes inherit the pipe as their stderr, so what they
-print is logged the same way.
+cameras never touches fd 2 or fd 1. Child processes inherit the pipes as their stderr (and
+stdout), so what they print is logged the same way.
 """
 
 from __future__ import annotations
@@ -51,6 +62,10 @@ log = logging.getLogger("vidpipe.capture.native")
 
 #: Longest line passed on, bytes; the rest of a longer line is dropped (counted in the text).
 MAX_LINE_BYTES = 4096
+#: Lines passed on per camera per ``WINDOW_S`` seconds, from both fds together (a broken
+#: stream prints one line per packet).
+BURST, WINDOW_S = 5, 10.0
+_PYTHON_STREAMS = {1: "stdout", 2: "stderr"}  # fd -> the ``sys`` attribute that writes to it
 _PIPE_BYTES = 1 << 20  # a burst of lines must not block the C writer while the reader waits
 _JOIN_S = 2.0
 
@@ -137,7 +152,7 @@ def release_camera(camera: str) -> None:
 
 
 def classify(raw_line: str) -> tuple[str, int]:
-    """``(origin, level)`` of a line read from fd 2: ``nvdec`` for the formats of the
+    """``(origin, level)`` of a line read from a routed fd: ``nvdec`` for the formats of the
     libraries inside PyNvVideoCodec, ``native`` for anything else (logged as a warning)."""
     m = _SDK_LINE.match(raw_line)
     if m:
@@ -147,46 +162,50 @@ def classify(raw_line: str) -> tuple[str, int]:
     return "native", logging.WARNING
 
 
-class NativeStderr:
-    """fd 2 routed through a pipe whose reader thread logs each line (see the module doc).
+class NativeOutput:
+    """File descriptor ``fd`` (2, or 1 for the daemon) routed through a pipe whose reader
+    thread logs each line (see the module doc).
 
     Args:
-        burst: lines passed on per camera (``?`` counts as one) per window.
-        window_s: the rate limit's window, seconds.
+        fd: 2 (stderr) or 1 (stdout); Python's ``sys.stderr`` or ``sys.stdout`` moves with it.
+        limit: the rate limit per camera (``?`` counts as one), shared by the readers.
     """
 
-    def __init__(self, burst: int = 5, window_s: float = 10.0) -> None:
-        self._limit = RateLimit(burst, window_s, time.monotonic)
-        self._saved_fd = os.dup(2)
+    def __init__(self, fd: int, limit: RateLimit) -> None:
+        self.fd = fd
+        self._limit = limit
+        self._sys_name = _PYTHON_STREAMS[fd]
+        self._old_stream: IO[str] = getattr(sys, self._sys_name)
+        self._saved_fd = os.dup(fd)
         self.stream: IO[str] = os.fdopen(
             os.dup(self._saved_fd),
             "w",
             buffering=1,
-            encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
+            encoding=getattr(self._old_stream, "encoding", None) or "utf-8",
             errors="backslashreplace",
         )
         self._moved: list[tuple[logging.StreamHandler[Any], Any]] = []
-        self._old_stderr = sys.stderr
-        self._faulthandler = faulthandler.is_enabled()
-        sys.stderr.flush()
+        self._faulthandler = fd == 2 and faulthandler.is_enabled()
+        self._old_stream.flush()
         read_fd, write_fd = os.pipe()
         _grow_pipe(write_fd)
         self._pipe_inode = os.fstat(write_fd).st_ino
-        self._move_python_stderr()
-        os.dup2(write_fd, 2)
+        self._move_python_stream()
+        os.dup2(write_fd, fd)
         os.close(write_fd)
         self._thread = threading.Thread(
-            target=self._pump, args=(read_fd,), name="native-stderr", daemon=True
+            target=self._pump, args=(read_fd,), name=f"native-{self._sys_name}", daemon=True
         )
         self._thread.start()
 
-    def _move_python_stderr(self) -> None:
-        """Point ``sys.stderr``, the handlers on fd 2 and faulthandler at the saved fd 2."""
+    def _move_python_stream(self) -> None:
+        """Point ``sys.stderr`` (``sys.stdout``), the handlers on the fd and faulthandler at
+        the saved fd."""
         for handler in _stream_handlers():
-            if _fileno(handler.stream) == 2:
+            if _fileno(handler.stream) == self.fd:
                 self._moved.append((handler, handler.stream))
                 handler.setStream(self.stream)
-        sys.stderr = self.stream
+        setattr(sys, self._sys_name, self.stream)
         if self._faulthandler:
             faulthandler.enable(file=self.stream)
 
@@ -226,32 +245,32 @@ class NativeStderr:
                 )
             if ok:
                 log.log(level, "camera %s: [%s] %s", camera, origin, text)
-        except Exception:  # the pump must keep draining, or the C writers block on fd 2
+        except Exception:  # the pump must keep draining, or the C writers block
             return
 
     @property
     def alive(self) -> bool:
-        """Whether lines written to fd 2 are still read (False once something else, such as
-        a test runner's capture, has replaced fd 2 and the pipe has ended)."""
+        """Whether lines written to the fd are still read (False once something else, such
+        as a test runner's capture, has replaced the fd and the pipe has ended)."""
         return self._saved_fd >= 0 and self._thread.is_alive()
 
     def close(self) -> None:
-        """Give fd 2 back to the original stderr, log what is still in the pipe, undo the
+        """Give the fd back to the original file, log what is still in the pipe, undo the
         moves. Idempotent."""
         if self._saved_fd < 0:
             return
-        if os.fstat(2).st_ino == self._pipe_inode:  # else someone else has set fd 2 since
-            os.dup2(self._saved_fd, 2)  # closes the pipe's last write end: the pump reads EOF
+        if os.fstat(self.fd).st_ino == self._pipe_inode:  # else someone else has set it since
+            os.dup2(self._saved_fd, self.fd)  # the pipe's last write end: the pump reads EOF
         os.close(self._saved_fd)
         self._saved_fd = -1
         self._thread.join(_JOIN_S)
         if self._thread.is_alive():  # a child process still holds the write end
-            log.warning("native stderr reader still running after %.0f s", _JOIN_S)
+            log.warning("native %s reader still running after %.0f s", self._sys_name, _JOIN_S)
         for handler, stream in self._moved:
             if handler.stream is self.stream:
                 handler.setStream(stream)
-        if sys.stderr is self.stream:
-            sys.stderr = self._old_stderr
+        if getattr(sys, self._sys_name) is self.stream:
+            setattr(sys, self._sys_name, self._old_stream)
         if self._faulthandler:
             faulthandler.enable(file=sys.stderr)
         self.stream.flush()
@@ -295,35 +314,54 @@ def _fileno(stream: Any) -> int:
 
 
 _lock = threading.Lock()
-_active: NativeStderr | None = None
-_active_ever = False  # atexit holds uninstall (once)
+_active: dict[int, NativeOutput] = {}  # fd -> its reader
+_limit = RateLimit(BURST, WINDOW_S, time.monotonic)  # one budget per camera for both fds
+_route_stdout = False  # set by route_stdout(): fd 1 is routed too
+_atexit_held = False  # atexit holds uninstall (once)
 
 
-def install() -> NativeStderr:
-    """Route fd 2 through the redacting reader (idempotent: the first call installs it, and
-    a later one again if something else has taken fd 2 over since)."""
-    global _active, _active_ever
+def install() -> None:
+    """Route fd 2, and fd 1 after :func:`route_stdout`, through the redacting reader
+    (idempotent: the first call installs it, and a later one again where something else has
+    taken the fd over since)."""
+    global _atexit_held
     with _lock:
-        if _active is not None and not _active.alive:
-            _active.close()
-            _active = None
-        if _active is None:
-            if not _active_ever:
-                atexit.register(uninstall)  # at exit, what is still in the pipe is logged first
-            _active = NativeStderr()
-            _active_ever = True
-        return _active
+        if not _atexit_held:
+            atexit.register(uninstall)  # at exit, what is still in the pipes is logged first
+            _atexit_held = True
+        for fd in (2, 1) if _route_stdout else (2,):
+            _install_fd(fd)
+
+
+def _install_fd(fd: int) -> None:
+    reader = _active.get(fd)
+    if reader is not None and not reader.alive:
+        reader.close()
+        reader = None
+    if reader is None:
+        _active[fd] = NativeOutput(fd, _limit)
+
+
+def route_stdout() -> None:
+    """Opt in to routing fd 1 as well, from the next :func:`install` on (at once if it is in
+    effect). Only for a process whose stdout carries nothing of its own: ``vidpipe run``.
+    Commands that print their results (``detect``, ``check``, ``bench``) and test runners
+    never call it, so their fd 1 is left as it is."""
+    global _route_stdout
+    with _lock:
+        _route_stdout = True
+        if 2 in _active:
+            _install_fd(1)
 
 
 def uninstall() -> None:
-    """Undo ``install`` (tests; at exit). Idempotent."""
-    global _active
+    """Undo ``install`` on every fd (tests; at exit). Idempotent; ``route_stdout`` stays."""
     with _lock:
-        if _active is not None:
-            _active.close()
-            _active = None
+        for fd in sorted(_active):  # stdout first: its last lines are logged to stderr
+            _active.pop(fd).close()
 
 
-def installed() -> bool:
-    """Whether fd 2 is read by the redacting reader now."""
-    return _active is not None and _active.alive
+def installed(fd: int = 2) -> bool:
+    """Whether ``fd`` is read by the redacting reader now."""
+    reader = _active.get(fd)
+    return reader is not None and reader.alive

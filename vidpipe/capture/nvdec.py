@@ -85,8 +85,9 @@ def keep_cuda_context() -> Iterator[None]:
 def load_codec() -> Any:
     """Import PyNvVideoCodec, or raise NvdecError saying what is missing.
 
-    Once it is imported, what its C++ code prints to file descriptor 2 goes through the
-    redacting reader of ``vidpipe.capture.native_stderr`` (installed here, once).
+    Once it is imported, what its C++ code prints to file descriptor 2 (and to fd 1, where
+    the daemon opted in: its own error lines go there) goes through the redacting reader of
+    ``vidpipe.capture.native_stderr`` (installed here, once).
     """
     try:
         # Imported by name: the package ships no type information and is absent in CI.
