@@ -17,7 +17,7 @@ import pytest
 
 from tests.component.test_streamset_fake_gpu import (
     Collector,
-    echo_decoder,
+    echo_scheduler,
     make_backend,
     submit,
 )
@@ -128,25 +128,8 @@ def test_scheduler_sends_device_frames_as_they_are_and_keeps_them_for_sinks_fake
     """Through the real Scheduler: a device frame is never letterboxed on the host, its
     result maps back to its own size, and the picture reaches sinks undownloaded."""
     backend, _, exs = make_backend(devices=1, max_batch=4, timeout_ms=3)
-    results: list[FrameResult] = []
     downloads: list[int] = []
-    lock = threading.Lock()
-
-    def sink(r: FrameResult) -> None:
-        with lock:
-            results.append(r)
-
-    engine = Scheduler(
-        backend,
-        echo_decoder,
-        [str(i) for i in range(16)],
-        Metrics(),
-        sink,
-        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
-        iou_threshold=0.5,
-        max_frame_age_s=60.0,
-        keep_images=True,
-    )
+    engine, results = echo_scheduler(backend, keep_images=True)
     hub, stop = FrameHub(), threading.Event()
     boxes = [hub.add(f"cam{i}", "block", lambda f: None) for i in range(2)]
     engine.start(hub)

@@ -224,8 +224,11 @@ def echo_decoder(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detecti
     return Detections(np.array([[0, 0, 1, 1]], np.float32), np.array([(b + 0.5) / 256]), [a])
 
 
-def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
-    backend, _, _ = make_backend(devices=2, streams=2, max_batch=4, timeout_ms=3, kernel_s=(0.002,))
+def echo_scheduler(
+    backend: StreamSetBackend, **extra: object
+) -> tuple[Scheduler, list[FrameResult]]:
+    """A Scheduler over ``backend`` with the echo decoder and 16 labels, and the list its
+    results are appended to (under a lock; read it after the scheduler stopped)."""
     results: list[FrameResult] = []
     lock = threading.Lock()
 
@@ -242,7 +245,14 @@ def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
         default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
         iou_threshold=0.5,
         max_frame_age_s=60.0,
+        **extra,  # type: ignore[arg-type]
     )
+    return engine, results
+
+
+def test_engine_round_robin_and_routing_over_the_stream_set_fake_gpu() -> None:
+    backend, _, _ = make_backend(devices=2, streams=2, max_batch=4, timeout_ms=3, kernel_s=(0.002,))
+    engine, results = echo_scheduler(backend)
     hub, stop, cams, per_cam = FrameHub(), threading.Event(), 8, 30
     boxes = [hub.add(f"cam{i}", "block", lambda f: None) for i in range(cams)]
     engine.start(hub)

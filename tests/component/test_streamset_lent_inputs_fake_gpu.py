@@ -8,21 +8,17 @@ second time: only when a batch left on its timer while its lent row was being fi
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
-from tests.component.test_streamset_fake_gpu import Collector, echo_decoder, make_backend
+from tests.component.test_streamset_fake_gpu import Collector, echo_scheduler, make_backend
 from tests.fake_gpu import device_frame, tagged_frame
 from tests.lending import lend_and_submit
 from vidpipe.infer.streamset import StreamSetBackend
-from vidpipe.metrics import Metrics
-from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.preprocess.buffers import InputBuffer
-from vidpipe.scheduler import CameraRules, Scheduler
-from vidpipe.types import Frame, FrameResult
+from vidpipe.types import Frame
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,23 +39,7 @@ def test_scheduler_letterboxes_into_the_pinned_batch_with_no_second_copy_fake_gp
         submit(buf, tag, on_done)
 
     backend.submit = checked_submit  # type: ignore[method-assign]
-    results: list[FrameResult] = []
-    lock = threading.Lock()
-
-    def sink(r: FrameResult) -> None:
-        with lock:
-            results.append(r)
-
-    engine = Scheduler(
-        backend,
-        echo_decoder,
-        [str(i) for i in range(8)],
-        Metrics(),
-        sink,
-        default_rules=CameraRules(DecodeParams(8, 8, 0.0), None),
-        iou_threshold=0.5,
-        max_frame_age_s=60.0,
-    )
+    engine, results = echo_scheduler(backend)
     engine.start()
     frames = 60
     try:
