@@ -216,7 +216,9 @@ def test_loading_pynvvideocodec_installs_the_reader_fake_nvdec(tmp_path) -> None
         from vidpipe.config import CameraConfig, CaptureConfig
         cam = CameraConfig(name="door", url=URL, decoder="nvdec")
         import contextlib, types
-        no_cuda = types.SimpleNamespace(context=None, handle=None, current=contextlib.nullcontext)
+        no_cuda = types.SimpleNamespace(
+            context=None, handle=None, current=contextlib.nullcontext, own_copy=lambda s: (s, None)
+        )
         src = NvdecSource(cam, CaptureConfig(), cuda=lambda gpu: no_cuda)  # no GPU here
         try:
             src.open()

@@ -46,3 +46,11 @@ def torch_device() -> Any:
 @pytest.fixture(scope="session")
 def model_path(assets_dir: Path) -> Path:
     return assets_dir / "models" / "yolox_nano.onnx"
+
+
+@pytest.fixture(scope="module")
+def clip(assets_dir: Path) -> Path:
+    """The H.264 clip the NVDEC tests decode: ``$VIDPIPE_GPU_CLIP`` (the 1080p25 clip of
+    scripts/gpu-clip.sh), else the assets' car clip."""
+    env = os.environ.get("VIDPIPE_GPU_CLIP")
+    return Path(env) if env else assets_dir / "videos" / "car-detection.mp4"

@@ -16,7 +16,6 @@ The clip is ``$VIDPIPE_GPU_CLIP`` (scripts/gpu-clip.sh: 1080p25 H.264) or the ca
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 import time
@@ -41,12 +40,6 @@ from vidpipe.types import CameraState, Completion, DeviceImage, Frame
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def clip(assets_dir: Path) -> Path:
-    env = os.environ.get("VIDPIPE_GPU_CLIP")
-    return Path(env) if env else assets_dir / "videos" / "car-detection.mp4"
 
 
 def test_batched_letterbox_equals_the_per_frame_one_gpu() -> None:

@@ -22,8 +22,6 @@ fake) to check this state machine without a GPU.
 from __future__ import annotations
 
 import collections
-import contextlib
-import functools
 import importlib
 import logging
 from collections.abc import Callable, Iterator
@@ -52,36 +50,6 @@ class NvdecInfo:
     fps: float | None
 
 
-@contextlib.contextmanager
-def keep_cuda_context() -> Iterator[None]:
-    """Give the calling thread back its current CUDA context after PyNvVideoCodec has run.
-
-    PyNvVideoCodec 2.2.4 probes NVENC when it is imported (its "Using NVENC 13.0" log line) and
-    leaves a context of its own current on the importing thread, which it then destroys. Every
-    later PyTorch call on that thread ran in the dead context and the process aborted in the
-    caching allocator ("CUDA error: context is destroyed"). tests/gpu/test_nvdec_gpu.py
-    (``test_loading_pynvvideocodec_keeps_the_threads_cuda_context_gpu``) shows both sides.
-    Without cuda-python, or without the driver library it loads (a CPU machine: cuda-python
-    raises ``DynamicLibNotFoundError`` at the first call), nothing is done.
-    """
-    restore: Callable[[], Any] | None = None
-    try:
-        from cuda.bindings import driver
-
-        ok = driver.CUresult.CUDA_SUCCESS
-        if driver.cuInit(0)[0] == ok:
-            err, context = driver.cuCtxGetCurrent()
-            if err == ok:  # context: None or the context the thread had
-                restore = functools.partial(driver.cuCtxSetCurrent, context)
-    except Exception:  # no cuda-python, or no driver library for it to load
-        pass
-    try:
-        yield
-    finally:
-        if restore is not None:
-            restore()
-
-
 def load_codec() -> Any:
     """Import PyNvVideoCodec, or raise NvdecError saying what is missing.
 
@@ -91,8 +59,7 @@ def load_codec() -> Any:
     """
     try:
         # Imported by name: the package ships no type information and is absent in CI.
-        with keep_cuda_context():
-            codec = importlib.import_module("PyNvVideoCodec")
+        codec = importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # ImportError, or its RuntimeError when the driver lacks NVDEC
         raise NvdecError(
             f"capture.decoder nvdec needs PyNvVideoCodec (pip install pynvvideocodec) and an "
@@ -170,14 +137,10 @@ class NvdecReader:
         codec = self._codec if self._codec is not None else load_codec()
         path = self.url[len("file://") :] if self.url.lower().startswith("file://") else self.url
         try:
-            with keep_cuda_context():
-                demuxer = codec.CreateDemuxer(filename=path)
-                decoder = codec.CreateDecoder(
-                    gpuid=self.gpu,
-                    codec=demuxer.GetNvCodecId(),
-                    usedevicememory=True,
-                    **self._cuda,
-                )
+            demuxer = codec.CreateDemuxer(filename=path)
+            decoder = codec.CreateDecoder(
+                gpuid=self.gpu, codec=demuxer.GetNvCodecId(), usedevicememory=True, **self._cuda
+            )
         except Exception as exc:
             raise NvdecError(
                 f"cannot open {redact_text(self.url)} with NVDEC: {type(exc).__name__}: "

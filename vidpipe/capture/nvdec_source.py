@@ -92,14 +92,11 @@ def _memory_used(gpu: int) -> float:
 
 class DecoderStream:
     """The CUDA context and stream a camera's decoder works in: the GPU's primary context
-    (the one PyTorch uses) and a stream of the camera's own.
+    (the one PyTorch and the stream set use) and a stream of the camera's own.
 
-    Without a context, PyNvVideoCodec makes one of its own, current on the reader thread, and
-    destroys it with the decoder. PyTorch then allocated the frame copies in that context, and
-    the first reopen (a looping file, a reconnect) aborted the process ("CUDA error: context
-    is destroyed" from the caching allocator): tests/gpu/test_nvdec_daemon_gpu.py loops a file
-    through the daemon. Without a stream it decodes on the legacy default stream, which
-    serialises with every blocking stream of the context.
+    Without a stream of its own, PyNvVideoCodec decodes on the legacy default stream, which
+    serialises with every blocking stream of the context; the decode, the dlpack hand-over
+    and the copy out of the surface pool all run on this one (``NvdecSource.read``).
     """
 
     def __init__(self, gpu: int) -> None:
@@ -119,17 +116,15 @@ class DecoderStream:
         self.handle = int(self.stream.cuda_stream)
 
     def own_copy(self, surface: Any) -> tuple[Any, Any]:
-        """A copy of ``surface`` on the camera's stream, and the camera's event recorded
-        after it.
+        """A copy of ``surface`` on the current stream (the camera's, inside ``current``),
+        and the camera's event recorded after it.
 
-        One event per camera, recorded again for every frame: a consumer that waits for it
-        after a newer frame's record waits a little longer, never too little. An event made
-        per frame cost two driver calls more on each of the camera threads, which at 64
-        cameras spent most of their time in CUDA calls (py-spy on the H200).
+        One event per camera, recorded again for every frame, rather than one created and
+        destroyed per frame: a consumer that waits for it after a newer frame's record waits
+        a little longer, never too little.
         """
-        with self.current():
-            copy = surface.clone()
-            self.ready.record(self.stream)
+        copy = surface.clone()
+        self.ready.record(self.stream)
         return copy, self.ready
 
     @contextlib.contextmanager
@@ -215,6 +210,8 @@ class NvdecSource:
                 cuda_context=self._cuda.context,
                 cuda_stream=self._cuda.handle,
             )
+            if self._own_copy is None:
+                self._own_copy = self._cuda.own_copy
         return self._reader
 
     def open(self) -> SourceInfo:
@@ -248,17 +245,13 @@ class NvdecSource:
                 self._count_errors()
             if surface is None:
                 return None
-            copy = self._own_copy if self._own_copy is not None else self._cuda_copy
-            nv12, ready = copy(surface)
+            if self._own_copy is None:  # a reader was given without its copy
+                raise SourceError("read_failed", "no way to copy the frame out of the decoder")
+            nv12, ready = self._own_copy(surface)
         height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
         return DeviceImage(
             nv12, self.gpu, width, height, functools.partial(nv12_to_bgr, nv12, ready), ready
         )
-
-    def _cuda_copy(self, surface: Any) -> tuple[Any, Any]:
-        if self._cuda is None:
-            raise SourceError("read_failed", "no CUDA stream to copy the frame on")
-        return self._cuda.own_copy(surface)
 
     def _count_errors(self) -> None:
         new = self.decode_errors - self._counted_errors

@@ -35,6 +35,7 @@ tensors too (the tests compare it with the CPU decoders there).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -68,7 +69,7 @@ class _Candidates:
     class_id: Any  # (M,) long
 
 
-class GpuPostprocess:
+class GpuPostprocess(abc.ABC):
     """Batch postprocessing of one model type's outputs on one device (the shared part).
 
     Args:
@@ -101,14 +102,14 @@ class GpuPostprocess:
         self._fallback_images: list[int] = []
 
     @classmethod
+    @abc.abstractmethod
     def classes_in(cls, frame_shape: Sequence[int]) -> int:
         """The class count that one frame's output of shape ``frame_shape`` holds."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
         """The rows of ``out`` (``B`` images) that the CPU decoder would keep, class filter
         applied; ``thr`` is the ``(B,)`` float32 threshold per image."""
-        raise NotImplementedError
 
     def __call__(
         self,
