@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from tests.component.test_scheduler import make_engine
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.types import Frame
 
@@ -144,24 +145,11 @@ def test_the_scheduler_limits_file_cameras_decoding_ahead(assets_dir) -> None:
     """With a real OpenVINO request pool: at most ``decode_ahead`` cameras decode ahead."""
     from vidpipe.config import OpenVINOConfig
     from vidpipe.infer.openvino import OpenVINOBackend
-    from vidpipe.metrics import Metrics
-    from vidpipe.model import load_labels
-    from vidpipe.postprocess.decode import DECODERS, DecodeParams
-    from vidpipe.scheduler import CameraRules, Scheduler
 
     backend = OpenVINOBackend(assets_dir / "models" / "yolox_nano.onnx", OpenVINOConfig())
     hub = FrameHub()
     done: list[str] = []
-    engine = Scheduler(
-        backend,
-        DECODERS["yolox"],
-        load_labels(assets_dir / "models" / "coco80.txt"),
-        Metrics(),
-        lambda r: done.append(r.camera),
-        default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
-        iou_threshold=0.45,
-        max_frame_age_s=60.0,
-    )
+    engine, _ = make_engine(backend, assets_dir, lambda r: done.append(r.camera))
     assert engine.decode_ahead == max(2, backend.capacity // 2)
     readers = Readers(hub, 6, decode_s=0.0)
     hub.take = lambda timeout_s: counted_take(hub, readers, timeout_s)  # type: ignore[method-assign]

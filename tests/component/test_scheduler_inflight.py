@@ -11,12 +11,10 @@ import time
 import numpy as np
 import pytest
 
+from tests.component.test_scheduler import make_engine
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
-from vidpipe.metrics import Metrics
-from vidpipe.model import load_labels
-from vidpipe.postprocess.decode import DECODERS, DecodeParams
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.scheduler import Scheduler
 from vidpipe.types import Frame
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,16 +33,7 @@ def _engine(assets_dir, cfg: OpenVINOConfig) -> tuple[Scheduler, OpenVINOBackend
 
     backend.submit = counting_submit  # type: ignore[method-assign]
     done: list[str] = []
-    engine = Scheduler(
-        backend,
-        DECODERS["yolox"],
-        load_labels(assets_dir / "models" / "coco80.txt"),
-        Metrics(),
-        lambda r: done.append(r.camera),
-        default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
-        iou_threshold=0.45,
-        max_frame_age_s=60.0,
-    )
+    engine, _ = make_engine(backend, assets_dir, lambda r: done.append(r.camera))
     engine.start()
     return engine, backend, seen
 

@@ -14,13 +14,11 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.component.test_scheduler import make_engine
 from tests.precision import openvino_kwargs
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
-from vidpipe.metrics import Metrics
-from vidpipe.model import load_labels
-from vidpipe.postprocess.decode import DECODERS, DecodeParams
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.scheduler import Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,16 +44,7 @@ def engine_with(assets_dir: Path, sink) -> Scheduler:  # type: ignore[no-untyped
         assets_dir / "models" / "yolox_nano.onnx",
         OpenVINOConfig(num_requests=4, **openvino_kwargs()),
     )
-    return Scheduler(
-        backend,
-        DECODERS["yolox"],
-        load_labels(assets_dir / "models" / "coco80.txt"),
-        Metrics(),
-        sink,
-        default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
-        iou_threshold=0.45,
-        max_frame_age_s=60.0,
-    )
+    return make_engine(backend, assets_dir, sink)[0]
 
 
 def test_results_are_handed_on_in_capture_order_per_camera(assets_dir, images) -> None:
