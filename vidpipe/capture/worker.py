@@ -35,10 +35,12 @@ from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
     PacketTap,
+    Picture,
     ReadTimeout,
     Source,
     SourceError,
     SourceInfo,
+    as_picture,
     make_source,
 )
 from vidpipe.capture.tap import TapFeed
@@ -46,7 +48,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, DeviceImage, Frame, Image
+from vidpipe.types import CameraState, DeviceImage, Frame
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -441,7 +443,7 @@ class CaptureWorker:
             source = session.source
             assert source is not None  # _open succeeded
             try:
-                image = source.read()
+                decoded = source.read()
             except ReadTimeout:
                 continue  # no packet yet: the watchdog decides when this is a stall
             except SourceError as exc:
@@ -449,14 +451,14 @@ class CaptureWorker:
                 return
             if session.cancel.is_set():
                 return  # stale: the supervisor moved on while we were blocked
-            if image is None:
+            if decoded is None:
                 if not self._end_of_pass(session, pass_frames):
                     return
                 pass_frames = 0
                 continue
             pass_frames += 1
             fresh = self._clock() - t_read < slow_read_s
-            if not self._emit(session, image, fresh):
+            if not self._emit(session, as_picture(decoded), fresh):
                 return
 
     def _pace(self, session: _Session) -> bool:
@@ -495,11 +497,12 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, image: Image, fresh: bool) -> bool:
+    def _emit(self, session: _Session, picture: Picture, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
-        frame-age watchdog.
+        frame-age watchdog. The picture is converted (``Picture.image``) only once both the
+        decimator and the motion gate have let it through: a dropped frame costs no conversion.
         """
         now = self._clock()
         with self._seq_lock:
@@ -522,15 +525,20 @@ class CaptureWorker:
             return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0
-        if self._motion is not None and not isinstance(image, DeviceImage):
-            still_frames = self._motion.admit(image, t_sched)
+        if self._motion is not None and not self._on_device(picture):
+            still_frames = self._motion.admit(picture, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
         session.in_put = True
         try:
-            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
+            frame = Frame(self.name, seq, now, picture.image(), session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.
             session.last_progress_s += self._clock() - now
             session.in_put = False
+
+    @staticmethod
+    def _on_device(picture: Picture) -> bool:
+        # no host luma: a GPU picture (ready, so asking is free) or one the gate converts anyway
+        return picture.luma() is None and isinstance(picture.image(), DeviceImage)
