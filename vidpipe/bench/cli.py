@@ -144,6 +144,14 @@ def add_gpu_parser(sub: Any) -> None:
     p.add_argument("--warmup", type=float, default=6.0, help="seconds before a streams window")
     p.add_argument("--window", type=float, default=12.0, help="streams measurement window")
     p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
+    p.add_argument(
+        "--outputs",
+        choices=("device", "host"),
+        default="device",
+        help="stream set: postprocess on the device as the daemon does (default), or bring "
+        "the raw outputs to the host",
+    )
+    p.add_argument("--model-type", default="yolox", help="the model's decoder (model.type)")
     p.add_argument("--json", type=Path, required=True, help="result file")
     p.set_defaults(func=cmd_bench_gpu)
 

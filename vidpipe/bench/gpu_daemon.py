@@ -6,6 +6,12 @@ camera's ``newest`` mailbox, overwritten frames counted as dropped), decoded wit
 decoder (``nvdec`` or ``pyav``) and inferred by the configured backend (``torch`` on a GPU,
 with GPU letterbox and postprocessing; ``openvino`` on the CPU to check the bench itself).
 
+With ``--processes n`` the cameras are split over ``n`` daemons on the same GPU, each
+running its shard (rendezvous hashing of the camera names, as ``vidpipe run --shard i/n``
+does under ``vidpipe@.service``): one process's Python holds one GIL, so a machine with the
+cores to spare runs several. The shards start together and measure the same window; their
+figures are pooled (the worst camera of all, one latency histogram, host cores summed).
+
 A count *holds* when every camera gets >= 99 % of its decoded frames inferred and the p95
 capture-to-result latency is <= 200 ms (the issue's rule). Per point, measured over a window
 after a warm-up, from the daemon's own metrics registry: each camera's inferred share,
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.config import Config
+from vidpipe.shard import Shard
 
 HOLD_SHARE = 0.99
 HOLD_P95_S = 0.200
@@ -155,20 +162,27 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return edges[-1]
 
 
-def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str, Any]:
-    """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
+def measure(
+    args: argparse.Namespace, decoder: str, cameras: int, shard: Shard | None, barrier: Any
+) -> dict[str, Any]:
+    """One daemon (of one shard, or of every camera): start, wait for the other shards at
+    ``barrier``, warm up, measure a window, shut down. Returns the window's raw figures."""
     from vidpipe.daemon import Daemon
 
+    sample_gpu = args.inference == "torch" and (shard is None or shard.index == 0)
     with tempfile.TemporaryDirectory(prefix="vidpipe-gpu-daemon-") as tmp:
         cfg = point_config(args, decoder, cameras, Path(tmp) / "results.jsonl")
-        daemon = Daemon(cfg)
+        daemon = Daemon(cfg, shard=shard)
         daemon.start()
         try:
+            if barrier is not None:
+                barrier.wait(timeout=300)  # every shard's model is loaded: warm up together
             time.sleep(args.warmup)
             registry = daemon.metrics.registry
             before, cpu0, t0 = _snapshot(registry, cameras), time.process_time(), time.time()
             threads0 = thread_cpu()
-            dmon = start_dmon(args.device) if args.inference == "torch" else None
+            # dmon samples the whole GPU: the first shard's window speaks for every shard's
+            dmon = start_dmon(args.device) if sample_gpu else None
             time.sleep(args.window)
             after, cpu1, t1 = _snapshot(registry, cameras), time.process_time(), time.time()
             threads1 = thread_cpu()
@@ -178,30 +192,101 @@ def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str,
             )
         finally:
             daemon.shutdown()
+    mine = range(cameras) if shard is None else (i for i in range(cameras) if shard.owns(f"cam{i}"))
     shares = []
-    for b, a in zip(before["cams"], after["cams"], strict=True):
+    for i in mine:
+        b, a = before["cams"][i], after["cams"][i]
         captured = a["captured"] - b["captured"]
         shares.append((a["inferred"] - b["inferred"]) / captured if captured else 0.0)
-    p95 = quantile(before["buckets"], after["buckets"], 0.95)
-    batches = after["batches"] - before["batches"]
+    return {
+        "shares": shares,
+        "buckets": {le: n - before["buckets"].get(le, 0.0) for le, n in after["buckets"].items()},
+        "batches": after["batches"] - before["batches"],
+        "frames": after["frames"] - before["frames"],
+        "infer_s": after["infer_s"] - before["infer_s"],
+        "infers": after["infers"] - before["infers"],
+        "cores": (cpu1 - cpu0) / (t1 - t0),
+        "memory": memory,
+        "gpu_util": utilisation,
+        "threads": {
+            name: (cpu - threads0.get(name, 0.0)) / (t1 - t0) for name, cpu in threads1.items()
+        },
+    }
+
+
+def _shard_main(
+    args: argparse.Namespace, decoder: str, cameras: int, shard: Shard, barrier: Any, out: Any
+) -> None:
+    """A shard's process: measure, put the raw figures (or the error) on ``out``."""
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        out.put((shard.index, measure(args, decoder, cameras, shard, barrier)))
+    except BaseException as exc:  # the parent reports it
+        out.put((shard.index, {"error": f"{type(exc).__name__}: {exc}"}))
+
+
+def run_point(args: argparse.Namespace, decoder: str, cameras: int) -> dict[str, Any]:
+    """``cameras`` cameras in ``args.processes`` daemons (shards, as ``vidpipe run --shard
+    i/n`` splits them), one point: each shard's raw figures, merged."""
+    if args.processes == 1:
+        return summarise(decoder, cameras, [measure(args, decoder, cameras, None, None)])
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    n = args.processes
+    barrier, out = ctx.Barrier(n), ctx.Queue()
+    procs = [
+        ctx.Process(target=_shard_main, args=(args, decoder, cameras, Shard(i, n), barrier, out))
+        for i in range(n)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        results = dict(out.get(timeout=args.warmup + args.window + 600) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.kill()
+    errors = [f"shard {i}: {r['error']}" for i, r in sorted(results.items()) if "error" in r]
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return summarise(decoder, cameras, [results[i] for i in range(n)])
+
+
+def summarise(decoder: str, cameras: int, raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point from the shards' raw figures: the worst camera, the pooled latency
+    histogram, host cores summed over the processes."""
+    shares = [s for r in raws for s in r["shares"]]
+    buckets: dict[float, float] = {}
+    threads: dict[str, float] = {}
+    for r in raws:
+        for le, count in r["buckets"].items():
+            buckets[le] = buckets.get(le, 0.0) + count
+        for name, cores in r["threads"].items():
+            threads[name] = threads.get(name, 0.0) + cores
+    p95 = quantile({}, buckets, 0.95)
+    batches, frames = sum(r["batches"] for r in raws), sum(r["frames"] for r in raws)
+    infers, infer_s = sum(r["infers"] for r in raws), sum(r["infer_s"] for r in raws)
+    memory = max((r["memory"] for r in raws if r["memory"] is not None), default=None)
     worst = min(shares)
     point: dict[str, Any] = {
         "decoder": decoder,
         "cameras": cameras,
+        "processes": len(raws),
+        "cameras_per_process": [len(r["shares"]) for r in raws],
         "worst_share": round(worst, 4),
         "mean_share": round(sum(shares) / len(shares), 4),
         "p95_latency_s": p95,
-        "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
-        "mean_batch": round((after["frames"] - before["frames"]) / batches, 2) if batches else 0,
+        "host_cores": round(sum(r["cores"] for r in raws), 2),
+        "mean_batch": round(frames / batches, 2) if batches else 0,
         "gpu_memory_mib": None if memory is None else round(memory / 2**20),
-        "infer_ms": round(1000 * (after["infer_s"] - before["infer_s"]) / infers, 2)
-        if (infers := after["infers"] - before["infers"])
-        else None,
-        "gpu_util": utilisation,
+        "infer_ms": round(1000 * infer_s / infers, 2) if infers else None,
+        "gpu_util": raws[0]["gpu_util"],
         "thread_cores": {
-            name: round((cpu - threads0.get(name, 0.0)) / (t1 - t0), 3)
-            for name, cpu in sorted(threads1.items(), key=lambda kv: -kv[1])
-            if cpu - threads0.get(name, 0.0) > 0.01 * (t1 - t0)
+            name: round(cores, 3)
+            for name, cores in sorted(threads.items(), key=lambda kv: -kv[1])
+            if cores > 0.01
         },
     }
     point["holds"] = worst >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
@@ -223,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f16")
     p.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
     p.add_argument("--window", type=float, default=15.0, help="measurement window, seconds")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="daemons sharing the GPU, each running its shard of the cameras (as "
+        "`vidpipe run --shard i/n` under vidpipe@.service)",
+    )
     p.add_argument("--json", type=Path, required=True, help="result file (JSON lines)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
