@@ -7,6 +7,7 @@ conversions are counted by the source itself (``PyAVSource.conversions``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -130,8 +131,9 @@ def _agreement(path: Path, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     assert len(pairs) >= 2
     diff = np.abs(np.stack([a.astype(int) - b.astype(int) for a, b in pairs]))
     due = pairs[::2]
-    from_luma = np.array([changed_fraction(a, p[0], 25) for (a, _), p in zip(due[1:], due)])
-    from_bgr = np.array([changed_fraction(b, p[1], 25) for (_, b), p in zip(due[1:], due)])
+    steps = list(itertools.pairwise(due))
+    from_luma = np.array([changed_fraction(now[0], before[0], 25) for before, now in steps])
+    from_bgr = np.array([changed_fraction(now[1], before[1], 25) for before, now in steps])
     return diff, from_luma, from_bgr
 
 
