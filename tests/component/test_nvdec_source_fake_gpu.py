@@ -147,6 +147,8 @@ def test_looping_file_reopens_with_a_new_epoch_fake_gpu(
     epochs = [f.epoch for f in rig.frames[:12]]
     assert epochs[0] != epochs[5] != epochs[10], "each pass is a new epoch (tracks reset)"
     assert len(codec.opened) >= 3
+    # Each pass opened the file again, on the one decoder (destroying one holds the GIL).
+    assert codec.decoders == 1
 
 
 @pytest.mark.timeout(20)

@@ -253,6 +253,13 @@ class NvdecSource:
             nv12, self.gpu, width, height, functools.partial(nv12_to_bgr, nv12, ready), ready
         )
 
+    def rewind(self) -> bool:
+        """Play a file again on the same decoder (``NvdecReader.rewind``); False: reopen."""
+        if self._reader is None:
+            return False
+        with self._stream():
+            return self._reader.rewind()
+
     def _count_errors(self) -> None:
         new = self.decode_errors - self._counted_errors
         if new:
