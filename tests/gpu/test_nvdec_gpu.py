@@ -100,6 +100,26 @@ def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> No
     print(f"decoder destroyed in {1000 * (time.perf_counter() - t0):.1f} ms")
 
 
+def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
+    """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
+    (they release the GIL): the copy equals the surface once its event has passed."""
+    from vidpipe.capture.nvdec_source import DecoderStream
+
+    cuda = DecoderStream(0)
+    reader = NvdecReader(str(clip), 0, cuda_context=cuda.context, cuda_stream=cuda.handle)
+    with cuda.current():
+        reader.open()
+        for _ in range(3):
+            surface = reader.read()
+            assert surface is not None
+            copy, ready = cuda.own_copy(surface)
+            ready.synchronize()
+            assert copy.data_ptr() != surface.data_ptr()
+            assert torch.equal(copy, surface)
+    reader.close()
+    assert cuda.driver_copies == 3, "the surfaces were not dense: PyTorch cloned them"
+
+
 @pytest.mark.parametrize("damage", ["truncated", "corrupt"])
 def test_damaged_file_no_crash_gpu(clip: Path, tmp_path: Path, damage: str) -> None:
     """A truncated or corrupt H.264 file: frames up to the damage, then the end or an
