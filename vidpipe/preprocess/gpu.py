@@ -7,12 +7,17 @@ becomes that ``(h, w, 3)`` uint8 tensor, written into a caller-given device view
 the open batch's device input), on the caller's current CUDA stream. No pixel crosses to the
 host.
 
-Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): convert
-at full size, each 2x2 block sharing its chroma sample, round to 0-255, then resize bilinearly
-(half-pixel centres, no antialias: OpenCV's sampling). Converting after a resize of the planes
-would be about 20 times less arithmetic, but its chroma differs from the CPU path's enough to
-move scores near the threshold by more than the golden rule allows (seen on the H200 with
-``tests/gpu/test_gpu_preprocess_gpu.py``); correct first.
+Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): each
+pixel is converted with its 2x2 block's chroma sample and rounded to 0-255, then the picture
+is resized bilinearly (half-pixel centres, no antialias: OpenCV's sampling). Resizing the
+planes before converting would differ from the CPU path's chroma enough to move scores near
+the threshold by more than the golden rule allows (seen on the H200 with
+``tests/gpu/test_gpu_preprocess_gpu.py``). But a bilinear output pixel reads only four
+source pixels, so only those are converted: four gathers per output pixel at the model's
+size instead of a float conversion of the whole frame. Converting whole 1080p frames took
+about 60 MB of float temporaries per frame (4 GB for a batch of 64); the caching allocator's
+work for them, under its lock and the GIL, slowed every camera thread that allocated a frame
+copy (a GIL profile of the daemon at 72 NVDEC cameras on the H200).
 
 Colour: BT.601 limited range, the matrix FFmpeg's swscale and OpenCV's ``cvtColor`` use for a
 stream that does not say otherwise (the CPU capture path decodes through them).
@@ -69,26 +74,49 @@ def nv12_letterbox_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
 
 def _nv12_to_bgr(torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
     """``(new_h, new_w, 3)`` uint8 BGR from an NV12 frame: convert, then resize."""
-    y = (nv12[:src_h].to(torch.float32) - 16.0) * _Y_GAIN
-    uv = nv12[src_h:].reshape(src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
-    # Each 2x2 block shares its U, V sample (nearest), as OpenCV's NV12 conversion does.
-    uv = uv.repeat_interleave(2, dim=0).repeat_interleave(2, dim=1)
-    u, v = uv[..., 0], uv[..., 1]
-    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV])
-    planes = planes.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
-    if (new_h, new_w) != (src_h, src_w):
-        planes = (
-            torch.nn.functional.interpolate(
-                planes[None],
-                size=(new_h, new_w),
-                mode="bilinear",
-                align_corners=False,
-                antialias=False,
-            )[0]
-            .round_()
-            .clamp_(0.0, 255.0)
-        )
-    return planes.permute(1, 2, 0).to(torch.uint8)
+    return _nv12_to_bgr_batch(torch, nv12[None], src_h, src_w, new_h, new_w)[0]
+
+
+def _taps(torch: Any, size_in: int, size_out: int, device: Any) -> tuple[Any, Any, Any]:
+    """Bilinear taps along one axis, as ``interpolate(mode="bilinear", align_corners=False)``
+    computes them: the two source indices and the second one's weight per output index."""
+    ratio = size_in / size_out
+    src = ((torch.arange(size_out, device=device, dtype=torch.float32) + 0.5) * ratio - 0.5).clamp_(
+        min=0.0
+    )
+    i0 = src.floor().long().clamp_(max=size_in - 1)
+    i1 = torch.clamp(i0 + 1, max=size_in - 1)
+    return i0, i1, (src - i0.float()).clamp_(0.0, 1.0)
+
+
+def _bgr_at(torch: Any, nv12: Any, src_h: int, ys: Any, xs: Any) -> Any:
+    """``(B, h, w, 3)`` float BGR, rounded to 0-255, of the pixels at rows ``ys`` ``(h,)``
+    and columns ``xs`` ``(w,)``, each with its 2x2 block's chroma sample."""
+    y = (nv12[:, ys[:, None], xs[None, :]].to(torch.float32) - 16.0) * _Y_GAIN
+    cy, cx = src_h + ys // 2, (xs // 2) * 2
+    u = nv12[:, cy[:, None], cx[None, :]].to(torch.float32) - 128.0
+    v = nv12[:, cy[:, None], cx[None, :] + 1].to(torch.float32) - 128.0
+    bgr = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV], dim=-1)
+    return bgr.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
+
+
+def _nv12_to_bgr_batch(
+    torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int
+) -> Any:
+    """``(B, new_h, new_w, 3)`` uint8 BGR from ``(B, H * 3 / 2, W)`` NV12 frames."""
+    if (new_h, new_w) == (src_h, src_w):
+        rows = torch.arange(src_h, device=nv12.device)
+        cols = torch.arange(src_w, device=nv12.device)
+        return _bgr_at(torch, nv12, src_h, rows, cols).to(torch.uint8)
+    y0, y1, wy = _taps(torch, src_h, new_h, nv12.device)
+    x0, x1, wx = _taps(torch, src_w, new_w, nv12.device)
+    wy, wx = wy[None, :, None, None], wx[None, None, :, None]
+    top = _bgr_at(torch, nv12, src_h, y0, x0) * (1 - wx) + _bgr_at(torch, nv12, src_h, y0, x1) * wx
+    bottom = (
+        _bgr_at(torch, nv12, src_h, y1, x0) * (1 - wx) + _bgr_at(torch, nv12, src_h, y1, x1) * wx
+    )
+    out = top * (1 - wy) + bottom * wy
+    return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
 
 
 def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
@@ -112,24 +140,10 @@ def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
         )
     if dst.dim() != 4 or dst.shape[0] != nv12.shape[0] or dst.shape[3] != 3:
         raise ValueError(f"destination must be (B, h, w, 3) uint8, got {tuple(dst.shape)}")
-    b, src_h, src_w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
+    src_h, src_w = nv12.shape[1] * 2 // 3, nv12.shape[2]
     dst_h, dst_w = dst.shape[1], dst.shape[2]
     scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
-    y = (nv12[:, :src_h].to(torch.float32) - 16.0) * _Y_GAIN
-    uv = nv12[:, src_h:].reshape(b, src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
-    uv = uv.repeat_interleave(2, dim=1).repeat_interleave(2, dim=2)
-    u, v = uv[..., 0], uv[..., 1]
-    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV], dim=1)
-    planes = planes.round_().clamp_(0.0, 255.0)
-    if (new_h, new_w) != (src_h, src_w):
-        planes = (
-            torch.nn.functional.interpolate(
-                planes, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=False
-            )
-            .round_()
-            .clamp_(0.0, 255.0)
-        )
-    dst[:, :new_h, :new_w].copy_(planes.permute(0, 2, 3, 1).to(torch.uint8))
+    dst[:, :new_h, :new_w].copy_(_nv12_to_bgr_batch(torch, nv12, src_h, src_w, new_h, new_w))
     if new_h < dst_h:
         dst[:, new_h:].fill_(PAD_VALUE)
     if new_w < dst_w:
