@@ -65,7 +65,7 @@ def _whole_frame_reference(nv12: Any, new_h: int, new_w: int) -> Any:
     return planes.round().clamp(0, 255).permute(0, 2, 3, 1).to(torch.uint8)
 
 
-@pytest.mark.parametrize("size", [(1920, 1080), (1280, 720), (640, 480), (320, 240)])
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 720), (640, 480), (320, 240), (416, 416)])
 def test_converting_only_the_sampled_pixels_equals_converting_the_whole_frame(
     size: tuple[int, int], assets_dir: Path, torch_device: Any
 ) -> None:

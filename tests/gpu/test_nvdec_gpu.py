@@ -102,7 +102,7 @@ def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> No
 
 def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
     """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
-    (they release the GIL): the copy equals the surface once its event has passed."""
+    (they release the GIL) and waits for the copy: it equals the surface on return."""
     from vidpipe.capture.nvdec_source import DecoderStream
 
     cuda = DecoderStream(0)
@@ -113,7 +113,7 @@ def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(cl
             surface = reader.read()
             assert surface is not None
             copy, ready = cuda.own_copy(surface)
-            ready.synchronize()
+            assert ready is None, "the copy is complete on return: nothing to wait for"
             assert copy.data_ptr() != surface.data_ptr()
             assert torch.equal(copy, surface)
     reader.close()

@@ -89,34 +89,56 @@ def _taps(torch: Any, size_in: int, size_out: int, device: Any) -> tuple[Any, An
     return i0, i1, (src - i0.float()).clamp_(0.0, 1.0)
 
 
-def _bgr_at(torch: Any, nv12: Any, src_h: int, ys: Any, xs: Any) -> Any:
-    """``(B, h, w, 3)`` float BGR, rounded to 0-255, of the pixels at rows ``ys`` ``(h,)``
-    and columns ``xs`` ``(w,)``, each with its 2x2 block's chroma sample."""
-    y = (nv12[:, ys[:, None], xs[None, :]].to(torch.float32) - 16.0) * _Y_GAIN
-    cy, cx = src_h + ys // 2, (xs // 2) * 2
-    u = nv12[:, cy[:, None], cx[None, :]].to(torch.float32) - 128.0
-    v = nv12[:, cy[:, None], cx[None, :] + 1].to(torch.float32) - 128.0
-    bgr = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV], dim=-1)
-    return bgr.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
+_PLAN_CACHE: dict[tuple[Any, ...], tuple[Any, Any, Any, Any, Any]] = {}
+
+
+def _plan(torch: Any, device: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
+    """What one geometry's conversion reads, made once per geometry and device: the flat
+    offsets of the Y, U and V samples of every source pixel the output reads ``(3, 2h, 2w)``
+    (rows: the upper taps, then the lower ones; columns likewise), the column and row
+    weights, and the colour matrix as broadcastable tensors."""
+    key = (str(device), src_h, src_w, new_h, new_w)
+    if key not in _PLAN_CACHE:
+        if (new_h, new_w) == (src_h, src_w):  # no resize: each pixel is its own four taps
+            ys, wy = torch.arange(src_h, device=device).repeat(2), None
+            xs, wx = torch.arange(src_w, device=device).repeat(2), None
+        else:
+            y0, y1, wy = _taps(torch, src_h, new_h, device)
+            x0, x1, wx = _taps(torch, src_w, new_w, device)
+            ys, xs = torch.cat([y0, y1]), torch.cat([x0, x1])
+        luma = ys[:, None] * src_w + xs[None, :]
+        chroma = (src_h + ys // 2)[:, None] * src_w + ((xs // 2) * 2)[None, :]
+        index = torch.stack([luma, chroma, chroma + 1])
+        offsets = torch.tensor([16.0, 128.0, 128.0], device=device).view(1, 3, 1, 1)
+        matrix = [(_Y_GAIN, cu, cv) for cu, cv in _BGR_FROM_UV]
+        coef = torch.tensor(matrix, device=device, dtype=torch.float32).view(1, 3, 3, 1, 1)
+        if index.is_cuda:  # made on this stream; other streams read it from now on
+            torch.cuda.current_stream(index.device).synchronize()
+        _PLAN_CACHE[key] = (index, offsets, coef, wx, wy)
+    return _PLAN_CACHE[key]
 
 
 def _nv12_to_bgr_batch(
     torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int
 ) -> Any:
-    """``(B, new_h, new_w, 3)`` uint8 BGR from ``(B, H * 3 / 2, W)`` NV12 frames."""
-    if (new_h, new_w) == (src_h, src_w):
-        rows = torch.arange(src_h, device=nv12.device)
-        cols = torch.arange(src_w, device=nv12.device)
-        return _bgr_at(torch, nv12, src_h, rows, cols).to(torch.uint8)
-    y0, y1, wy = _taps(torch, src_h, new_h, nv12.device)
-    x0, x1, wx = _taps(torch, src_w, new_w, nv12.device)
-    wy, wx = wy[None, :, None, None], wx[None, None, :, None]
-    top = _bgr_at(torch, nv12, src_h, y0, x0) * (1 - wx) + _bgr_at(torch, nv12, src_h, y0, x1) * wx
-    bottom = (
-        _bgr_at(torch, nv12, src_h, y1, x0) * (1 - wx) + _bgr_at(torch, nv12, src_h, y1, x1) * wx
-    )
-    out = top * (1 - wy) + bottom * wy
-    return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
+    """``(B, new_h, new_w, 3)`` uint8 BGR from ``(B, H * 3 / 2, W)`` NV12 frames.
+
+    One gather reads the Y, U and V samples of the (at most) four source pixels of every
+    output pixel; they are converted and rounded as the CPU path's uint8 BGR, then blended
+    bilinearly. About 20 kernels per batch, whatever its size.
+    """
+    b = nv12.shape[0]
+    index, offsets, coef, wx, wy = _plan(torch, nv12.device, src_h, src_w, new_h, new_w)
+    yuv = nv12.reshape(b, -1)[:, index].to(torch.float32) - offsets  # (B, 3, 2h, 2w)
+    bgr = (yuv[:, None] * coef).sum(dim=2).round_().clamp_(0.0, 255.0)  # (B, 3, 2h, 2w)
+    taps = bgr.view(b, 3, 2, new_h, 2, new_w)
+    if wx is None:  # no resize: the first tap is the pixel itself
+        out = taps[:, :, 0, :, 0]
+    else:
+        across = torch.lerp(taps[:, :, :, :, 0], taps[:, :, :, :, 1], wx)  # (B, 3, 2, h, w)
+        out = torch.lerp(across[:, :, 0], across[:, :, 1], wy[:, None])
+        out = out.round_().clamp_(0.0, 255.0)
+    return out.permute(0, 2, 3, 1).to(torch.uint8)
 
 
 def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
