@@ -118,6 +118,8 @@ def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(cl
             assert torch.equal(copy, surface)
     reader.close()
     assert cuda.driver_copies == 3, "the surfaces were not dense: PyTorch cloned them"
+    # Frame 2's copy could not reuse frame 1's buffer (still held); frame 3's could.
+    assert cuda.pool.allocated == 2
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt"])
