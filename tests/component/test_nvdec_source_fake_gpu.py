@@ -147,6 +147,8 @@ def test_looping_file_reopens_with_a_new_epoch_fake_gpu(
     epochs = [f.epoch for f in rig.frames[:12]]
     assert epochs[0] != epochs[5] != epochs[10], "each pass is a new epoch (tracks reset)"
     assert len(codec.opened) >= 3
+    # Each pass opened the file again, on the one decoder (destroying one holds the GIL).
+    assert codec.decoders == 1
 
 
 @pytest.mark.timeout(20)
@@ -414,3 +416,29 @@ def test_vidpipe_check_reports_nvdec_cameras_that_cannot_start(
     assert len(problems) == 1, problems
     assert problems[0].startswith("cameras[1].decoder: camera 'gate' decodes with nvdec, but ")
     assert "pip install pynvvideocodec" in problems[0]
+
+
+def test_frame_pool_reuses_only_buffers_nobody_holds_fake_gpu() -> None:
+    """Numpy arrays stand in for device tensors: the pool reasons on references alone."""
+    from vidpipe.capture.nvdec_source import FramePool
+
+    pool = FramePool(keep=3)
+    shape = (9, 8)
+
+    def alloc(s: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(s, np.uint8)
+
+    held = pool.take(shape, alloc)
+    second = pool.take(shape, alloc)
+    assert second is not held, "a buffer someone holds is never handed out again"
+    del second  # its frame was dropped or its batch ran
+    third = pool.take(shape, alloc)
+    assert pool.allocated == 2, "the released buffer came back instead of a new one"
+    frames = [held, third] + [pool.take(shape, alloc) for _ in range(4)]
+    assert len({id(f) for f in frames}) == 6 and pool.allocated == 6
+    assert len(pool._buffers) <= 3, "a busy pool keeps at most `keep` buffers"
+    other = pool.take((3, 8), alloc)
+    assert other.shape == (3, 8), "a new picture size gets its own buffer"
+    del frames, held, third, other
+    pool.take(shape, alloc)
+    assert pool.allocated == 7, "released buffers of the right size are reused"

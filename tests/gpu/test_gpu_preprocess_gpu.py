@@ -4,6 +4,7 @@ and detections through GPU preprocessing and GPU postprocessing against the CPU 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -13,8 +14,8 @@ from tests.golden import F32_MARGINS, match_golden
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.gpu import YoloxGpuPostprocess
 from vidpipe.postprocess.pipeline import postprocess
-from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_into
-from vidpipe.preprocess.letterbox import letterbox
+from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_batch_into, nv12_letterbox_into
+from vidpipe.preprocess.letterbox import letterbox, letterbox_geometry
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
@@ -47,6 +48,42 @@ def test_nv12_letterbox_matches_cpu_gpu(size: tuple[int, int], assets_dir: Path)
     new_h = int(size[1] * lb.scale)
     if new_h < 416:
         assert (got[new_h + 1 :] == 114).all()
+
+
+def _whole_frame_reference(nv12: Any, new_h: int, new_w: int) -> Any:
+    """The former GPU path: convert the whole frame in float, round, then ``interpolate``."""
+    src_h, src_w = nv12.shape[1] * 2 // 3, nv12.shape[2]
+    y = (nv12[:, :src_h].float() - 16.0) * (255.0 / 219.0)
+    uv = nv12[:, src_h:].reshape(len(nv12), src_h // 2, src_w // 2, 2).float() - 128.0
+    uv = uv.repeat_interleave(2, dim=1).repeat_interleave(2, dim=2)
+    u, v = uv[..., 0], uv[..., 1]
+    gains = ((2.017232, 0.0), (-0.391762, -0.812968), (0.0, 1.596027))
+    planes = torch.stack([y + cu * u + cv * v for cu, cv in gains], dim=1).round().clamp(0, 255)
+    planes = torch.nn.functional.interpolate(
+        planes, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=False
+    )
+    return planes.round().clamp(0, 255).permute(0, 2, 3, 1).to(torch.uint8)
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 720), (640, 480), (320, 240), (416, 416)])
+def test_converting_only_the_sampled_pixels_equals_converting_the_whole_frame(
+    size: tuple[int, int], assets_dir: Path, torch_device: Any
+) -> None:
+    """The letterbox converts only the four source pixels each output pixel reads; that must
+    give what converting every pixel and then resizing gives (float rounding aside)."""
+    images = sorted((assets_dir / "images").glob("*.jpg"))[:3]
+    pictures = [bgr_to_nv12(cv2.resize(cv2.imread(str(p)), size)) for p in images]
+    nv12 = torch.from_numpy(np.stack(pictures)).to(torch_device)
+    dst = torch.full((3, 416, 416, 3), 7, dtype=torch.uint8, device=torch_device)
+    lb = nv12_letterbox_batch_into(torch, nv12, dst)
+    _, new_w, new_h = letterbox_geometry(size[0], size[1], 416, 416)
+    assert lb.scale == min(416 / size[0], 416 / size[1])
+    ref = _whole_frame_reference(nv12, new_h, new_w).cpu().numpy().astype(np.int16)
+    got = dst[:, :new_h, :new_w].cpu().numpy().astype(np.int16)
+    diff = np.abs(got - ref)
+    print(size, "pixels that differ", float((diff > 0).mean()), "max", int(diff.max()))
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
+    assert (dst[:, new_h:] == 114).all() and (dst[:, :, new_w:] == 114).all()
 
 
 def test_shapes_are_checked_gpu() -> None:

@@ -74,6 +74,54 @@ def test_nvdec_reads_to_the_end_and_reopens_gpu(clip: Path) -> None:
     assert reader.decode_errors == 0
 
 
+def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> None:
+    """A looping file rewinds on its flushed decoder: the same frames, pixel for pixel, and
+    no second decoder (destroying one holds the GIL for 80-200 ms on the H200)."""
+    import time
+
+    reader = NvdecReader(str(clip), 0)
+    reader.open()
+    decoder = reader._decoder
+
+    def one_pass() -> list[float]:
+        sums = []
+        while (nv12 := reader.read()) is not None:
+            sums.append(float(nv12.float().sum().item()))
+        return sums
+
+    first = one_pass()
+    assert reader.rewind()
+    assert reader._decoder is decoder
+    second = one_pass()
+    assert len(first) > 100 and second == first
+    t0 = time.perf_counter()
+    reader.close()
+    torch.cuda.synchronize()
+    print(f"decoder destroyed in {1000 * (time.perf_counter() - t0):.1f} ms")
+
+
+def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
+    """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
+    (they release the GIL) and waits for the copy: it equals the surface on return."""
+    from vidpipe.capture.nvdec_source import DecoderStream
+
+    cuda = DecoderStream(0)
+    reader = NvdecReader(str(clip), 0, cuda_context=cuda.context, cuda_stream=cuda.handle)
+    with cuda.current():
+        reader.open()
+        for _ in range(3):
+            surface = reader.read()
+            assert surface is not None
+            copy, ready = cuda.own_copy(surface)
+            assert ready is None, "the copy is complete on return: nothing to wait for"
+            assert copy.data_ptr() != surface.data_ptr()
+            assert torch.equal(copy, surface)
+    reader.close()
+    assert cuda.driver_copies == 3, "the surfaces were not dense: PyTorch cloned them"
+    # Frame 2's copy could not reuse frame 1's buffer (still held); frame 3's could.
+    assert cuda.pool.allocated == 2
+
+
 @pytest.mark.parametrize("damage", ["truncated", "corrupt"])
 def test_damaged_file_no_crash_gpu(clip: Path, tmp_path: Path, damage: str) -> None:
     """A truncated or corrupt H.264 file: frames up to the damage, then the end or an

@@ -57,6 +57,7 @@ def _raw(shares: list[float], buckets: dict[float, float], cores: float) -> dict
         "memory": 2.0 * 2**20,
         "gpu_util": {"sm": 30.0},
         "threads": {"native": cores / 2, "capture-cam#-reader-#": cores / 2},
+        "drops": {"overwritten": 3.0},
     }
 
 
@@ -72,5 +73,6 @@ def test_shards_pool_into_one_point_worst_camera_one_histogram_summed_cores() ->
     assert point["p95_latency_s"] == 0.2
     assert point["host_cores"] == 1.25 and point["thread_cores"]["native"] == 0.625
     assert point["mean_batch"] == 32.0 and point["infer_ms"] == 10.0
+    assert point["drops"] == {"overwritten": 6}
     late = _raw([0.98], {0.05: 10.0, 0.1: 10.0, 0.2: 10.0, inf: 10.0}, 0.1)
     assert summarise("nvdec", 3, [fast, late])["holds"] is False  # one camera below 99 %

@@ -64,6 +64,8 @@ class FakeCodec:
     def __init__(self, packets: int = 10, delay: int = 2, bad: set[int] | None = None) -> None:
         self.packets, self.delay, self.bad = packets, delay, bad or set()
         self.opened: list[str] = []
+        self.decoders = 0
+        self.codec_id = "H264"
         self.decoder_args: dict[str, Any] = {}
         self.fail_open: Exception | None = None
 
@@ -71,9 +73,12 @@ class FakeCodec:
         if self.fail_open is not None:
             raise self.fail_open
         self.opened.append(filename)
-        return FakeDemuxer(self.packets)
+        demuxer = FakeDemuxer(self.packets)
+        demuxer.GetNvCodecId = lambda: self.codec_id  # type: ignore[method-assign]
+        return demuxer
 
     def CreateDecoder(self, **kwargs: Any) -> FakeDecoder:
+        self.decoders += 1
         self.decoder_args = kwargs
         return FakeDecoder(self.delay, self.bad)
 
@@ -107,6 +112,32 @@ def test_reopen_after_the_end_starts_over_fake_gpu() -> None:
     first = read_all(r)
     r.open()
     assert read_all(r) == first and len(first) == 4
+
+
+def test_rewind_replays_the_file_on_the_same_decoder_fake_gpu() -> None:
+    codec = FakeCodec(packets=4, delay=2)
+    r = reader(codec)
+    r.open()
+    assert r.read() is not None
+    assert r.rewind() is False, "only at the end of a pass"
+    rest = read_all(r)
+    assert len(rest) == 3
+    assert r.rewind() is True
+    assert read_all(r) == [("tensor", k) for k in range(4)]
+    assert (codec.decoders, len(codec.opened)) == (1, 2), "a new demuxer, the same decoder"
+    assert r.frames == 8
+
+
+def test_rewind_refuses_a_file_that_now_holds_another_codec_fake_gpu() -> None:
+    codec = FakeCodec(packets=3, delay=0)
+    r = reader(codec)
+    r.open()
+    read_all(r)
+    codec.codec_id = "HEVC"
+    assert r.rewind() is False
+    assert r.read() is None, "still at the end: the caller reopens"
+    codec.fail_open = RuntimeError("gone")
+    assert r.rewind() is False
 
 
 def test_rejected_packets_are_counted_and_skipped_fake_gpu() -> None:

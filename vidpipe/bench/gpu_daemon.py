@@ -85,11 +85,15 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
             }
         )
     buckets: dict[float, float] = {}
+    drops: dict[str, float] = {}
     for metric in registry.collect():
         for s in metric.samples:
             if s.name == "vidpipe_end_to_end_latency_seconds_bucket":
                 le = float(s.labels["le"])
                 buckets[le] = buckets.get(le, 0.0) + s.value
+            elif s.name == "vidpipe_frames_dropped_total":
+                reason = s.labels.get("reason", "?")
+                drops[reason] = drops.get(reason, 0.0) + s.value
     batches = registry.get_sample_value("vidpipe_batch_size_count") or 0.0
     frames = registry.get_sample_value("vidpipe_batch_size_sum") or 0.0
     infer_s = registry.get_sample_value("vidpipe_inference_latency_seconds_sum") or 0.0
@@ -97,6 +101,7 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
     return {
         "cams": cams,
         "buckets": buckets,
+        "drops": drops,
         "batches": batches,
         "frames": frames,
         "infer_s": infer_s,
@@ -201,6 +206,7 @@ def measure(
     return {
         "shares": shares,
         "buckets": {le: n - before["buckets"].get(le, 0.0) for le, n in after["buckets"].items()},
+        "drops": {r: n - before["drops"].get(r, 0.0) for r, n in after["drops"].items()},
         "batches": after["batches"] - before["batches"],
         "frames": after["frames"] - before["frames"],
         "infer_s": after["infer_s"] - before["infer_s"],
@@ -260,7 +266,10 @@ def summarise(decoder: str, cameras: int, raws: list[dict[str, Any]]) -> dict[st
     shares = [s for r in raws for s in r["shares"]]
     buckets: dict[float, float] = {}
     threads: dict[str, float] = {}
+    drops: dict[str, float] = {}
     for r in raws:
+        for reason, n in r.get("drops", {}).items():
+            drops[reason] = drops.get(reason, 0.0) + n
         for le, count in r["buckets"].items():
             buckets[le] = buckets.get(le, 0.0) + count
         for name, cores in r["threads"].items():
@@ -283,6 +292,7 @@ def summarise(decoder: str, cameras: int, raws: list[dict[str, Any]]) -> dict[st
         "gpu_memory_mib": None if memory is None else round(memory / 2**20),
         "infer_ms": round(1000 * infer_s / infers, 2) if infers else None,
         "gpu_util": raws[0]["gpu_util"],
+        "drops": {reason: int(n) for reason, n in sorted(drops.items()) if n},
         "thread_cores": {
             name: round(cores, 3)
             for name, cores in sorted(threads.items(), key=lambda kv: -kv[1])

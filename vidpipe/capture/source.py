@@ -215,6 +215,10 @@ class Source(Protocol):
     ``open`` and ``read`` raise ``SourceError``; anything else they raise is a bug.
     ``packet_listener``, when set, is called with every demuxed video packet (None: nobody
     listens, and no packet is copied).
+
+    A source may also have ``rewind() -> bool``: start a file again without closing it. At
+    the end of a looping file's pass the worker tries it first, and closes and reopens only
+    when it is missing or returns False (``nvdec`` keeps its decoder this way).
     """
 
     packet_listener: PacketListener | None

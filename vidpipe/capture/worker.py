@@ -506,6 +506,11 @@ class CaptureWorker:
         if not self.camera.loop:
             session.finish("eof", f"end of file after {session.frames} frame(s)")
             return False
+        rewind = getattr(session.source, "rewind", None)
+        if rewind is not None and rewind():  # a source that can start over without closing
+            session.epoch = next(_EPOCHS)
+            session.last_progress_s = self._clock()
+            return True
         if session.source is not None:
             session.source.close()
         session.source = None

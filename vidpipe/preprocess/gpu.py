@@ -7,12 +7,17 @@ becomes that ``(h, w, 3)`` uint8 tensor, written into a caller-given device view
 the open batch's device input), on the caller's current CUDA stream. No pixel crosses to the
 host.
 
-Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): convert
-at full size, each 2x2 block sharing its chroma sample, round to 0-255, then resize bilinearly
-(half-pixel centres, no antialias: OpenCV's sampling). Converting after a resize of the planes
-would be about 20 times less arithmetic, but its chroma differs from the CPU path's enough to
-move scores near the threshold by more than the golden rule allows (seen on the H200 with
-``tests/gpu/test_gpu_preprocess_gpu.py``); correct first.
+Order of work, as on the CPU path (OpenCV's NV12 conversion, then ``INTER_LINEAR``): each
+pixel is converted with its 2x2 block's chroma sample and rounded to 0-255, then the picture
+is resized bilinearly (half-pixel centres, no antialias: OpenCV's sampling). Resizing the
+planes before converting would differ from the CPU path's chroma enough to move scores near
+the threshold by more than the golden rule allows (seen on the H200 with
+``tests/gpu/test_gpu_preprocess_gpu.py``). But a bilinear output pixel reads only four
+source pixels, so only those are converted: four gathers per output pixel at the model's
+size instead of a float conversion of the whole frame. Converting whole 1080p frames took
+about 60 MB of float temporaries per frame (4 GB for a batch of 64); the caching allocator's
+work for them, under its lock and the GIL, slowed every camera thread that allocated a frame
+copy (a GIL profile of the daemon at 72 NVDEC cameras on the H200).
 
 Colour: BT.601 limited range, the matrix FFmpeg's swscale and OpenCV's ``cvtColor`` use for a
 stream that does not say otherwise (the CPU capture path decodes through them).
@@ -69,26 +74,71 @@ def nv12_letterbox_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
 
 def _nv12_to_bgr(torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
     """``(new_h, new_w, 3)`` uint8 BGR from an NV12 frame: convert, then resize."""
-    y = (nv12[:src_h].to(torch.float32) - 16.0) * _Y_GAIN
-    uv = nv12[src_h:].reshape(src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
-    # Each 2x2 block shares its U, V sample (nearest), as OpenCV's NV12 conversion does.
-    uv = uv.repeat_interleave(2, dim=0).repeat_interleave(2, dim=1)
-    u, v = uv[..., 0], uv[..., 1]
-    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV])
-    planes = planes.round_().clamp_(0.0, 255.0)  # the CPU path holds uint8 BGR here
-    if (new_h, new_w) != (src_h, src_w):
-        planes = (
-            torch.nn.functional.interpolate(
-                planes[None],
-                size=(new_h, new_w),
-                mode="bilinear",
-                align_corners=False,
-                antialias=False,
-            )[0]
-            .round_()
-            .clamp_(0.0, 255.0)
-        )
-    return planes.permute(1, 2, 0).to(torch.uint8)
+    return _nv12_to_bgr_batch(torch, nv12[None], src_h, src_w, new_h, new_w)[0]
+
+
+def _taps(torch: Any, size_in: int, size_out: int, device: Any) -> tuple[Any, Any, Any]:
+    """Bilinear taps along one axis, as ``interpolate(mode="bilinear", align_corners=False)``
+    computes them: the two source indices and the second one's weight per output index."""
+    ratio = size_in / size_out
+    src = ((torch.arange(size_out, device=device, dtype=torch.float32) + 0.5) * ratio - 0.5).clamp_(
+        min=0.0
+    )
+    i0 = src.floor().long().clamp_(max=size_in - 1)
+    i1 = torch.clamp(i0 + 1, max=size_in - 1)
+    return i0, i1, (src - i0.float()).clamp_(0.0, 1.0)
+
+
+_PLAN_CACHE: dict[tuple[Any, ...], tuple[Any, Any, Any, Any, Any]] = {}
+
+
+def _plan(torch: Any, device: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
+    """What one geometry's conversion reads, made once per geometry and device: the flat
+    offsets of the Y, U and V samples of every source pixel the output reads ``(3, 2h, 2w)``
+    (rows: the upper taps, then the lower ones; columns likewise), the column and row
+    weights, and the colour matrix as broadcastable tensors."""
+    key = (str(device), src_h, src_w, new_h, new_w)
+    if key not in _PLAN_CACHE:
+        if (new_h, new_w) == (src_h, src_w):  # no resize: each pixel is its own four taps
+            ys, wy = torch.arange(src_h, device=device).repeat(2), None
+            xs, wx = torch.arange(src_w, device=device).repeat(2), None
+        else:
+            y0, y1, wy = _taps(torch, src_h, new_h, device)
+            x0, x1, wx = _taps(torch, src_w, new_w, device)
+            ys, xs = torch.cat([y0, y1]), torch.cat([x0, x1])
+        luma = ys[:, None] * src_w + xs[None, :]
+        chroma = (src_h + ys // 2)[:, None] * src_w + ((xs // 2) * 2)[None, :]
+        index = torch.stack([luma, chroma, chroma + 1])
+        offsets = torch.tensor([16.0, 128.0, 128.0], device=device).view(1, 3, 1, 1)
+        matrix = [(_Y_GAIN, cu, cv) for cu, cv in _BGR_FROM_UV]
+        coef = torch.tensor(matrix, device=device, dtype=torch.float32).view(1, 3, 3, 1, 1)
+        if index.is_cuda:  # made on this stream; other streams read it from now on
+            torch.cuda.current_stream(index.device).synchronize()
+        _PLAN_CACHE[key] = (index, offsets, coef, wx, wy)
+    return _PLAN_CACHE[key]
+
+
+def _nv12_to_bgr_batch(
+    torch: Any, nv12: Any, src_h: int, src_w: int, new_h: int, new_w: int
+) -> Any:
+    """``(B, new_h, new_w, 3)`` uint8 BGR from ``(B, H * 3 / 2, W)`` NV12 frames.
+
+    One gather reads the Y, U and V samples of the (at most) four source pixels of every
+    output pixel; they are converted and rounded as the CPU path's uint8 BGR, then blended
+    bilinearly. About 20 kernels per batch, whatever its size.
+    """
+    b = nv12.shape[0]
+    index, offsets, coef, wx, wy = _plan(torch, nv12.device, src_h, src_w, new_h, new_w)
+    yuv = nv12.reshape(b, -1)[:, index].to(torch.float32) - offsets  # (B, 3, 2h, 2w)
+    bgr = (yuv[:, None] * coef).sum(dim=2).round_().clamp_(0.0, 255.0)  # (B, 3, 2h, 2w)
+    taps = bgr.view(b, 3, 2, new_h, 2, new_w)
+    if wx is None:  # no resize: the first tap is the pixel itself
+        out = taps[:, :, 0, :, 0]
+    else:
+        across = torch.lerp(taps[:, :, :, :, 0], taps[:, :, :, :, 1], wx)  # (B, 3, 2, h, w)
+        out = torch.lerp(across[:, :, 0], across[:, :, 1], wy[:, None])
+        out = out.round_().clamp_(0.0, 255.0)
+    return out.permute(0, 2, 3, 1).to(torch.uint8)
 
 
 def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
@@ -112,24 +162,10 @@ def nv12_letterbox_batch_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
         )
     if dst.dim() != 4 or dst.shape[0] != nv12.shape[0] or dst.shape[3] != 3:
         raise ValueError(f"destination must be (B, h, w, 3) uint8, got {tuple(dst.shape)}")
-    b, src_h, src_w = nv12.shape[0], nv12.shape[1] * 2 // 3, nv12.shape[2]
+    src_h, src_w = nv12.shape[1] * 2 // 3, nv12.shape[2]
     dst_h, dst_w = dst.shape[1], dst.shape[2]
     scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
-    y = (nv12[:, :src_h].to(torch.float32) - 16.0) * _Y_GAIN
-    uv = nv12[:, src_h:].reshape(b, src_h // 2, src_w // 2, 2).to(torch.float32) - 128.0
-    uv = uv.repeat_interleave(2, dim=1).repeat_interleave(2, dim=2)
-    u, v = uv[..., 0], uv[..., 1]
-    planes = torch.stack([y + cu * u + cv * v for cu, cv in _BGR_FROM_UV], dim=1)
-    planes = planes.round_().clamp_(0.0, 255.0)
-    if (new_h, new_w) != (src_h, src_w):
-        planes = (
-            torch.nn.functional.interpolate(
-                planes, size=(new_h, new_w), mode="bilinear", align_corners=False, antialias=False
-            )
-            .round_()
-            .clamp_(0.0, 255.0)
-        )
-    dst[:, :new_h, :new_w].copy_(planes.permute(0, 2, 3, 1).to(torch.uint8))
+    dst[:, :new_h, :new_w].copy_(_nv12_to_bgr_batch(torch, nv12, src_h, src_w, new_h, new_w))
     if new_h < dst_h:
         dst[:, new_h:].fill_(PAD_VALUE)
     if new_w < dst_w:
