@@ -85,6 +85,7 @@ def test_decimated_and_still_frames_are_never_converted(
     forwarded = rig.collector.wait_count("cam", int(captured - sum(value.values())), 5)
 
     assert captured == STILL_FRAMES + MOVING_FRAMES
+    assert len(rig.collector.of("cam")) + sum(value.values()) == captured  # counters add up
     assert value["decimated"] == captured / 2  # detect_fps 5 of a 10 fps clip
     # the still part: its first due frame is inferred, the other 14 are not
     assert value["no_motion"] == STILL_FRAMES / 2 - 1
