@@ -177,9 +177,14 @@ class GpuPostprocess(abc.ABC):
         with more is left out here and recorded in ``_fallback_images``.
         """
         torch = self.torch
+        self._fallback_images = []
+        total = int(cand.img.numel())  # known on the host since the nonzero
+        if total <= MAX_MATRIX:  # the usual case: one range, no per-image counts to sync for
+            if not total:
+                return torch.empty(0, dtype=torch.long, device=self.device)
+            return self._suppress_range(cand, 0, total)
         counts = torch.bincount(cand.img, minlength=b).tolist()
         kept: list[Any] = []
-        self._fallback_images = []
         lo = hi = 0  # the range being gathered; candidates are image-major (row-major nonzero)
         for i, n in enumerate(counts):
             if hi - lo + n > MAX_MATRIX and hi > lo:
