@@ -142,7 +142,6 @@ class DecoderStream:
         with torch.cuda.device(gpu):
             torch.cuda.init()
             self.stream = torch.cuda.Stream()
-            self._copied = torch.cuda.Event()
         self._contiguous = torch.contiguous_format
         err, device = driver.cuDeviceGet(gpu)  # PyTorch has called cuInit already
         if err == driver.CUresult.CUDA_SUCCESS:
@@ -151,9 +150,7 @@ class DecoderStream:
             raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
         self.context = int(context)
         self.handle = int(self.stream.cuda_stream)
-        self._copied.record(self.stream)  # PyTorch creates the CUDA event at its first record
         self._driver = driver
-        self._event = int(self._copied.cuda_event)
         self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
         self.pool = FramePool()
 
@@ -161,14 +158,14 @@ class DecoderStream:
         """A copy of ``surface`` made on the camera's stream and complete on return, and
         None: no event for its consumers to wait on.
 
-        The copy and the record go through cuda-python's driver calls, which release the GIL
-        around the C call; PyTorch's ``clone`` and ``Event.record`` hold it. In a GIL profile
+        The copy and the wait go through cuda-python's driver calls, which release the GIL
+        around the C call; PyTorch's ``clone`` and ``Event.record`` held it. In a GIL profile
         of one daemon with 88 NVDEC cameras on the H200 the clone alone held the GIL for 35 %
         of the samples, and the camera threads starved the batcher. A surface that is not
         one dense block (a pitched one) is cloned by PyTorch.
 
-        The camera's thread then waits for the copy (a 3 MB device copy: microseconds, the
-        GIL released), so the picture is complete when it leaves and the frame carries no
+        The camera's thread then waits for its stream (the decode and a 3 MB device copy,
+        the GIL released), so the picture is complete when it leaves and the frame carries no
         event (``ready`` is None). Otherwise the batcher waited on one event per picture,
         64 GIL hand-overs per batch behind every camera thread of the process; at 72 NVDEC
         cameras on the H200 its batches took 200-275 ms and the SMs went idle.
@@ -184,9 +181,7 @@ class DecoderStream:
             self.driver_copies += 1
         else:
             copy = surface.clone(memory_format=self._contiguous)
-        (err,) = driver.cuEventRecord(self._event, self.handle)
-        if err == driver.CUresult.CUDA_SUCCESS:
-            (err,) = driver.cuEventSynchronize(self._event)
+        (err,) = driver.cuStreamSynchronize(self.handle)  # only this camera's decode and copy
         if err != driver.CUresult.CUDA_SUCCESS:
             raise NvdecError(f"waiting for the frame's copy failed: {err}")
         return copy, None
