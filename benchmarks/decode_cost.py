@@ -45,14 +45,15 @@ def pyav_ms(path: Path, frames: int) -> float:
     camera = CameraConfig.model_validate({"name": "clip", "url": str(path), "loop": True})
     source = PyAVSource(camera, CaptureConfig())  # vidpipe's defaults: one decoder thread
     source.open()
-    held: deque[object] = deque([source.read()], maxlen=HELD)
+    first = source.read()
+    held: deque[object] = deque([None if first is None else first.image()], maxlen=HELD)
     t0 = time.process_time()
     for _ in range(frames):
-        image = source.read()
-        if image is None:  # the end: open it again, as the worker does
+        picture = source.read()
+        if picture is None:  # the end: open it again, as the worker does
             source.close()
             source.open()
-        held.append(image)
+        held.append(None if picture is None else picture.image())  # every frame converted
     cost = (time.process_time() - t0) * 1000 / frames
     source.close()
     return cost

@@ -49,8 +49,8 @@ def walkway(videos: Path) -> tuple[StreamParams, list[TapPacket], list[np.ndarra
     source.packet_listener = packets.append
     info = source.open()
     frames = []
-    while len(frames) < 400 and (frame := source.read()) is not None:
-        frames.append(frame)
+    while len(frames) < 400 and (picture := source.read()) is not None:
+        frames.append(picture.image())
     source.close()
     assert info.stream is not None
     tb = info.stream.time_base

@@ -73,8 +73,8 @@ def _opencv_frames(path: str) -> Any:
 def _pyav_source_frames(path: str) -> Any:
     src = PyAVSource(CameraConfig(name="bench", url=path), CaptureConfig(decoder_threads=1))
     src.open()
-    while (img := src.read()) is not None:
-        yield img
+    while (picture := src.read()) is not None:
+        yield picture.image()  # decode + conversion, as every frame that is inferred
     src.close()
 
 

@@ -112,6 +112,9 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
         "worst_capture_fps": None if worst_capture == float("inf") else worst_capture,
         "server_cpu_percent": result.get("server_cpu_percent"),
         "drops": result.get("info", {}).get("drops"),
+        # where the process's CPU went (% of one core per thread group): capture readers
+        # (decode, conversion, motion gate), supervisors, scheduler, postprocess, native
+        "thread_cpu_percent": result.get("info", {}).get("thread_cpu_percent"),
     }
 
 

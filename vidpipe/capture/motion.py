@@ -4,8 +4,15 @@ A camera that watches an empty scene spends almost all of its inference on frame
 the last one the detector saw. The gate compares each due frame (after ``detect_fps``) with
 that last inferred frame, on a small blurred grey copy, and lets it through only if enough of
 it changed. It runs on the capture reader thread, at about 0.14 ms per frame at 768x432 and
-0.46 ms at 1080p (``scripts/motion_cost.py``; resizing with ``INTER_AREA`` instead would add
-about 1 ms).
+0.46 ms at 1080p from a BGR frame (``scripts/motion_cost.py``; resizing with ``INTER_AREA``
+instead would add about 1 ms).
+
+Where the decoder left a YUV picture (``Picture.luma``), the grey copy is made from its luma
+plane instead, before any BGR conversion: a frame the gate skips is never converted. The luma
+is what the BGR-to-grey conversion computes back (BT.601 weights), once stretched from video
+range (16-235) to 0-255 as the BGR conversion does, so ``threshold`` means the same grey
+levels either way (``tests/component/test_lazy_frames.py`` compares the two on the walkway
+clip).
 
 Two things keep the detector's view of the scene right while frames are skipped:
 
@@ -33,15 +40,26 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.capture.source import Luma, Picture
 from vidpipe.config import CameraConfig, MotionConfig
 from vidpipe.metrics import CameraMetrics
 
-__all__ = ["SMALL_WIDTH", "MotionGate", "camera_phase", "changed_fraction", "grey_copy"]
+__all__ = [
+    "SMALL_WIDTH",
+    "MotionGate",
+    "camera_phase",
+    "changed_fraction",
+    "grey_copy",
+    "grey_copy_of_luma",
+    "picture_grey_copy",
+]
 
 #: Width of the grey copy that is compared, in pixels (the height keeps the aspect).
 SMALL_WIDTH = 160
 _BLUR = (5, 5)  # smooths compression noise and the aliasing of the cheap resize
 _RATIO_WINDOW = 100  # due frames over which the motion ratio is reported
+# video range (16-235) to full range (0-255), as swscale stretches it for BGR output
+_VIDEO_TO_FULL = np.clip(np.round((np.arange(256) - 16) * 255.0 / 219.0), 0, 255).astype(np.uint8)
 
 
 class MotionGate:
@@ -85,18 +103,19 @@ class MotionGate:
         """Fraction of the last due frames (up to 100) that had motion."""
         return self._moving_recent / len(self._recent) if self._recent else 0.0
 
-    def admit(self, image: npt.NDArray[np.uint8], t_s: float) -> int | None:
+    def admit(self, image: npt.NDArray[np.uint8] | Picture, t_s: float) -> int | None:
         """Whether a due frame must be inferred.
 
         Args:
-            image: ``(H, W, 3)`` uint8 BGR frame.
+            image: ``(H, W, 3)`` uint8 BGR frame, or a decoded ``Picture`` (its luma plane is
+                used when it has one: no conversion).
             t_s: the frame's time in seconds (media time for files, else monotonic).
 
         Returns:
             None if the frame can be skipped (nothing moved; counted as ``no_motion``), else
             the number of frames skipped since the last inferred one.
         """
-        small = grey_copy(image)
+        small = grey_copy(image) if isinstance(image, np.ndarray) else picture_grey_copy(image)
         reference = self._reference
         moving = reference is None or (
             changed_fraction(small, reference, self.cfg.threshold) >= self.cfg.min_area
@@ -138,6 +157,29 @@ def grey_copy(image: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
     small = cv2.resize(image, (SMALL_WIDTH, small_h), interpolation=cv2.INTER_LINEAR)
     grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
     return np.asarray(cv2.GaussianBlur(grey, _BLUR, 0), dtype=np.uint8)
+
+
+def grey_copy_of_luma(luma: Luma) -> npt.NDArray[np.uint8]:
+    """What ``grey_copy`` gives for the BGR conversion of this luma plane's picture, from the
+    plane itself (rows may be padded: OpenCV reads the view's row stride)."""
+    height, width = luma.pixels.shape
+    small_h = max(1, round(height * SMALL_WIDTH / width))
+    small = cv2.resize(luma.pixels, (SMALL_WIDTH, small_h), interpolation=cv2.INTER_LINEAR)
+    if not luma.full_range:
+        small = cv2.LUT(small, _VIDEO_TO_FULL)
+    return np.asarray(cv2.GaussianBlur(small, _BLUR, 0), dtype=np.uint8)
+
+
+def picture_grey_copy(picture: Picture) -> npt.NDArray[np.uint8]:
+    """The gate's grey copy of a decoded picture: from its luma plane if it has one, else
+    from its BGR image (converting it)."""
+    luma = picture.luma()
+    if luma is not None:
+        return grey_copy_of_luma(luma)
+    image = picture.image()
+    if not isinstance(image, np.ndarray):
+        raise TypeError("the motion gate needs host pictures (config keeps it off nvdec)")
+    return grey_copy(image)
 
 
 def changed_fraction(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8], threshold: int) -> float:

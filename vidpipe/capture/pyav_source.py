@@ -35,6 +35,7 @@ from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
 from vidpipe.capture.source import (
+    Luma,
     PacketListener,
     ReadTimeout,
     SourceError,
@@ -51,6 +52,12 @@ log = logging.getLogger(__name__)
 _MAX_PLAUSIBLE_FPS = 1000.0  # above this a reported rate is a time base, not a frame rate
 _AUTO_DEVICES = ("cuda", "vaapi", "qsv")
 _ANNEXB_FILTERS = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}
+# 8-bit formats whose first plane is luma, one byte a pixel. swscale reads the ``yuvj`` ones
+# (and grey) as full range; the others as video range (16-235), whatever the frame's tag.
+_LUMA_VIDEO_RANGE = frozenset(
+    {"yuv420p", "yuv422p", "yuv444p", "yuv411p", "yuv440p", "nv12", "nv21", "nv16", "nv24"}
+)
+_LUMA_FULL_RANGE = frozenset({"yuvj420p", "yuvj422p", "yuvj444p", "yuvj440p", "yuvj411p", "gray"})
 
 
 def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str, str]:
@@ -173,6 +180,7 @@ class PyAVSource:
         self._eof = False
         self._bsf: Any = None
         self._reformatter = VideoReformatter()
+        self.conversions = 0  # frames converted to BGR (``PyAVPicture.image``)
 
     @property
     def info(self) -> SourceInfo:
@@ -211,12 +219,17 @@ class PyAVSource:
             self._bsf = BitStreamFilterContext(_ANNEXB_FILTERS[ctx.name], self._stream)
         return self._info
 
-    def read(self) -> np.ndarray | None:
+    def read(self) -> PyAVPicture | None:
         while not self._pending:
             if self._eof:
                 return None
             self._decode_next()
-        frame = self._pending.popleft()
+        return PyAVPicture(self._pending.popleft(), self)
+
+    def to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
+        """``frame`` as a contiguous ``(H, W, 3)`` uint8 BGR array (counted in
+        ``conversions``). Call on the reader thread: the scaler is the source's own."""
+        self.conversions += 1
         # One scaler per source, one thread: ``to_ndarray(format=...)`` would set up a new
         # scaler context for every frame and scale on every core, which cost 0.3 ms a frame
         # at 768x432 (``vidpipe bench --mode capture``). The array is a view of the
@@ -274,6 +287,42 @@ class PyAVSource:
         self._pending.clear()
         if container is not None:
             container.close()
+
+
+class PyAVPicture:
+    """A frame as PyAV decoded it (a ``Picture``): converted to BGR on the first ``image()``.
+
+    The luma plane is read in place, so the motion gate needs no conversion at all.
+    """
+
+    __slots__ = ("_frame", "_image", "_source", "height", "width")
+
+    def __init__(self, frame: av.VideoFrame, source: PyAVSource) -> None:
+        self._frame: av.VideoFrame | None = frame
+        self._source = source
+        self._image: np.ndarray | None = None
+        self.width = int(frame.width)
+        self.height = int(frame.height)
+
+    def luma(self) -> Luma | None:
+        frame = self._frame
+        if frame is None:
+            return None  # converted: the decoded frame is gone
+        name = frame.format.name
+        if name not in _LUMA_VIDEO_RANGE and name not in _LUMA_FULL_RANGE:
+            return None
+        plane = frame.planes[0]
+        # rows are ``line_size`` bytes apart (FFmpeg pads them for SIMD); no copy is made
+        rows = np.frombuffer(memoryview(plane), np.uint8, count=plane.line_size * plane.height)
+        pixels = rows.reshape(plane.height, plane.line_size)[:, : plane.width]
+        return Luma(pixels, full_range=name in _LUMA_FULL_RANGE)
+
+    def image(self) -> np.ndarray:
+        if self._image is None:
+            assert self._frame is not None
+            self._image = self._source.to_bgr(self._frame)
+            self._frame = None  # give the decoder's buffer back now
+        return self._image
 
 
 def _fps(stream: Any) -> float | None:

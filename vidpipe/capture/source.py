@@ -3,6 +3,11 @@
 A source is one connection to one camera (or one pass over a file). The worker owns every
 policy around it (reconnects, backoff, the stall watchdog, pacing, decimation); a source only
 opens, reads decoded frames and closes. A new decoder is one entry in ``SOURCES``.
+
+A source hands over a ``Picture``: the decoded frame as the decoder left it. Its conversion to
+what the pipeline takes (BGR) happens only when ``image()`` is called, so the frames that the
+worker drops (decimated to ``detect_fps``, still for the motion gate) are never converted; the
+motion gate reads the luma plane where the decoder has one.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.types import Image
+from vidpipe.types import DeviceImage, Image
 
 REASONS = (
     "host_not_found",
@@ -129,6 +137,78 @@ class SourceInfo:
 PacketListener = Callable[[TapPacket], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Luma:
+    """The luma (Y) plane of a decoded YUV picture, as the decoder wrote it.
+
+    Attributes:
+        pixels: ``(H, W)`` uint8, a view of the decoder's buffer: rows may be padded (a row
+            stride above ``W``), so it need not be contiguous. Read it, never keep it (a
+            reference keeps the decoded frame alive) and never write to it.
+        full_range: the levels span 0-255 (JPEG range); else 16-235 (video range), which the
+            BGR conversion stretches to 0-255.
+    """
+
+    pixels: npt.NDArray[np.uint8]
+    full_range: bool
+
+
+class Picture(Protocol):
+    """One decoded frame, converted to the pipeline's ``Image`` only when ``image`` is called.
+
+    Used on the reader thread that read it, before the next ``read``.
+    """
+
+    @property
+    def width(self) -> int: ...
+
+    @property
+    def height(self) -> int: ...
+
+    def luma(self) -> Luma | None:
+        """The picture's luma plane without any conversion, or None if it has none on the
+        host (an RGB or device picture)."""
+        ...
+
+    def image(self) -> Image:
+        """The frame as ``(H, W, 3)`` uint8 BGR (or a ``DeviceImage``); converted on the first
+        call, the same object after it."""
+        ...
+
+
+class ReadyPicture:
+    """A ``Picture`` around an image that is already converted (a numpy BGR array from a
+    source that decodes to BGR, or a ``DeviceImage``): nothing is deferred."""
+
+    __slots__ = ("_image",)
+
+    def __init__(self, image: Image) -> None:
+        self._image = image
+
+    @property
+    def width(self) -> int:
+        image = self._image
+        return image.width if isinstance(image, DeviceImage) else int(image.shape[1])
+
+    @property
+    def height(self) -> int:
+        image = self._image
+        return image.height if isinstance(image, DeviceImage) else int(image.shape[0])
+
+    def luma(self) -> Luma | None:
+        return None
+
+    def image(self) -> Image:
+        return self._image
+
+
+def as_picture(decoded: Picture | Image) -> Picture:
+    """What ``Source.read`` returned, as a ``Picture`` (a ready image is wrapped)."""
+    if isinstance(decoded, np.ndarray | DeviceImage):
+        return ReadyPicture(decoded)
+    return decoded
+
+
 class Source(Protocol):
     """One connection to a camera. Used from a single reader thread; ``close`` is idempotent.
 
@@ -150,9 +230,11 @@ class Source(Protocol):
         """Connect and find the video stream. May block about the open timeout."""
         ...
 
-    def read(self) -> Image | None:
-        """The next decoded frame, or None at the end of the stream: ``(H, W, 3)`` uint8 BGR
-        in host memory, or a ``DeviceImage`` (a decoder whose frames stay on the GPU).
+    def read(self) -> Picture | Image | None:
+        """The next decoded frame, or None at the end of the stream: a ``Picture`` whose
+        conversion waits until it is used, or an image ready to use (``(H, W, 3)`` uint8 BGR
+        in host memory, or a ``DeviceImage``: a decoder whose frames stay on the GPU).
+        ``as_picture`` makes either a ``Picture``.
 
         May block about the read timeout.
         """

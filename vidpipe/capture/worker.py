@@ -35,10 +35,12 @@ from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.source import (
     PacketTap,
+    Picture,
     ReadTimeout,
     Source,
     SourceError,
     SourceInfo,
+    as_picture,
     make_source,
 )
 from vidpipe.capture.tap import TapFeed
@@ -46,7 +48,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
-from vidpipe.types import CameraState, DeviceImage, Frame, Image
+from vidpipe.types import CameraState, DeviceImage, Frame
 
 __all__ = [
     "ALLOWED_TRANSITIONS",
@@ -100,8 +102,9 @@ class Outcome:
 class _Session:
     """One connection attempt: what its reader thread reports and the supervisor watches."""
 
-    def __init__(self, number: int, now_s: float) -> None:
+    def __init__(self, number: int, now_s: float, wake: threading.Event) -> None:
         self.number = number
+        self.wake = wake  # the supervisor's: set when the session opens or ends
         self.cancel = threading.Event()  # abandoned (stall) or the worker stops
         self.done = threading.Event()
         self.outcome: Outcome | None = None
@@ -118,6 +121,7 @@ class _Session:
         if not self.done.is_set():
             self.outcome = Outcome(reason, detail)
             self.done.set()
+            self.wake.set()
 
     def idle_s(self, now_s: float) -> float:
         return 0.0 if self.in_put else now_s - self.last_progress_s
@@ -138,7 +142,7 @@ class CaptureWorker:
         clock: monotonic clock for frame timestamps and the watchdog.
     """
 
-    _POLL_S = 0.05  # supervisor tick: stall detection and state latency
+    _POLL_S = 0.05  # the shortest supervisor sleep: stall detection latency
 
     def __init__(
         self,
@@ -159,6 +163,7 @@ class CaptureWorker:
         self._is_file = not camera.is_stream
         self._url = redact_text(camera.url)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # stop, or the session opened or ended
         self._state = CameraState.CONNECTING
         self._state_lock = threading.Lock()
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
@@ -210,6 +215,7 @@ class CaptureWorker:
     def stop(self) -> None:
         """Ask the worker to stop; returns at once (see ``join``)."""
         self._stop.set()
+        self._wake.set()
         if self._supervisor is None:
             self._set_state(CameraState.STOPPED)
 
@@ -306,7 +312,7 @@ class CaptureWorker:
 
     def _start_session(self) -> _Session:
         self._sessions += 1
-        session = _Session(self._sessions, self._clock())
+        session = _Session(self._sessions, self._clock(), self._wake)
         self._session = session
         self._threads = [t for t in self._threads if t.is_alive()]  # forget ended readers
         reader = threading.Thread(
@@ -320,10 +326,16 @@ class CaptureWorker:
         return session
 
     def _watch(self, session: _Session) -> Outcome | None:
-        """Supervise one session until it ends, stalls, or the worker stops (None)."""
+        """Supervise one session until it ends, stalls, or the worker stops (None).
+
+        It sleeps until a stall could first be due, not on a fixed tick: a streaming camera
+        wakes it about once per ``stall_timeout_s``, not 20 times a second (50 cameras' 50 ms
+        ticks cost about 17 ms of CPU a second: ``python -m benchmarks.supervisor_ticks``), and
+        the reader wakes it when the session opens or ends.
+        """
         stall_s = self._defaults.stall_timeout_s
         open_s = self._defaults.open_timeout_ms / 1000.0
-        while not self._stop.wait(self._POLL_S):
+        while not self._stop.is_set():
             if session.done.is_set():
                 return session.outcome
             idle_s = session.idle_s(self._clock())
@@ -335,6 +347,9 @@ class CaptureWorker:
             if not session.opened and idle_s > open_s + stall_s:
                 session.cancel.set()
                 return Outcome("open_failed", f"open did not return within {idle_s:.1f} s")
+            limit_s = stall_s if session.opened else open_s + stall_s
+            self._wake.wait(max(self._POLL_S, limit_s - idle_s))
+            self._wake.clear()  # what woke it is in the session's state, read next round
         session.cancel.set()
         return None
 
@@ -421,6 +436,7 @@ class CaptureWorker:
         session.epoch = next(_EPOCHS)
         session.opened = True
         session.last_progress_s = self._clock()
+        session.wake.set()  # the stall deadline moved: stall_timeout_s from now
         return True
 
     def _read_frames(self, session: _Session) -> None:
@@ -441,7 +457,7 @@ class CaptureWorker:
             source = session.source
             assert source is not None  # _open succeeded
             try:
-                image = source.read()
+                decoded = source.read()
             except ReadTimeout:
                 continue  # no packet yet: the watchdog decides when this is a stall
             except SourceError as exc:
@@ -449,14 +465,14 @@ class CaptureWorker:
                 return
             if session.cancel.is_set():
                 return  # stale: the supervisor moved on while we were blocked
-            if image is None:
+            if decoded is None:
                 if not self._end_of_pass(session, pass_frames):
                     return
                 pass_frames = 0
                 continue
             pass_frames += 1
             fresh = self._clock() - t_read < slow_read_s
-            if not self._emit(session, image, fresh):
+            if not self._emit(session, as_picture(decoded), fresh):
                 return
 
     def _pace(self, session: _Session) -> bool:
@@ -500,11 +516,12 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, image: Image, fresh: bool) -> bool:
+    def _emit(self, session: _Session, picture: Picture, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
-        frame-age watchdog.
+        frame-age watchdog. The picture is converted (``Picture.image``) only once both the
+        decimator and the motion gate have let it through: a dropped frame costs no conversion.
         """
         now = self._clock()
         with self._seq_lock:
@@ -527,15 +544,20 @@ class CaptureWorker:
             return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0
-        if self._motion is not None and not isinstance(image, DeviceImage):
-            still_frames = self._motion.admit(image, t_sched)
+        if self._motion is not None and not self._on_device(picture):
+            still_frames = self._motion.admit(picture, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
         session.in_put = True
         try:
-            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
+            frame = Frame(self.name, seq, now, picture.image(), session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
         finally:
             # Time spent waiting for the consumer (block policy) never counts as a stall.
             session.last_progress_s += self._clock() - now
             session.in_put = False
+
+    @staticmethod
+    def _on_device(picture: Picture) -> bool:
+        # no host luma: a GPU picture (ready, so asking is free) or one the gate converts anyway
+        return picture.luma() is None and isinstance(picture.image(), DeviceImage)

@@ -1,0 +1,95 @@
+"""CPU a capture reader spends per decoded frame, in the real worker, by capture setting.
+
+One ``CaptureWorker`` reads a clip (a looping file camera, unpaced: it decodes as fast as a
+consumer thread takes its frames), and the reader thread's own CPU time is divided by the
+frames it decoded over the window. Run for: every frame due; ``detect_fps: 5``; ``detect_fps:
+5`` with the motion gate. Thread CPU time hardly depends on what else the machine runs, so
+two checkouts can be compared back to back (run this file by path, with ``PYTHONPATH``
+pointing at the other checkout, to measure that one)::
+
+    python benchmarks/reader_cost.py --seconds 10 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+from pathlib import Path
+
+from vidpipe.assets import default_assets_dir
+from vidpipe.capture import CaptureWorker
+from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.handoff import FrameHub
+from vidpipe.metrics import Metrics
+
+SETTINGS: dict[str, dict[str, object]] = {
+    "every frame": {},
+    "detect_fps 5": {"detect_fps": 5},
+    "detect_fps 5 + motion gate": {"detect_fps": 5, "motion": {"enabled": True}},
+}
+
+
+def _thread_cpu_s(prefix: str) -> float:
+    """CPU seconds of this process's threads whose name starts with ``prefix``."""
+    ids = {t.native_id for t in threading.enumerate() if t.name.startswith(prefix)}
+    total = 0.0
+    for tid in ids:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def reader_ms_per_frame(clip: Path, camera: dict[str, object], seconds: float) -> float:
+    """Reader CPU ms per decoded frame of one worker over ``seconds`` (after 1 s of warm-up)."""
+    metrics = Metrics()
+    hub = FrameHub()
+    cm = metrics.camera("clip")
+    box = hub.add("clip", "block", lambda _f: cm.drop("overwritten"))
+    cfg = CameraConfig.model_validate({"name": "clip", "url": str(clip), "loop": True, **camera})
+    worker = CaptureWorker(cfg, CaptureConfig(), box, cm)
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            hub.take(0.05)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    worker.start()
+    time.sleep(1.0)
+
+    def captured() -> float:
+        got = metrics.registry.get_sample_value("vidpipe_frames_captured_total", {"camera": "clip"})
+        return float(got or 0.0)
+
+    cpu0, n0 = _thread_cpu_s("capture-clip-reader"), captured()
+    time.sleep(seconds)
+    cpu1, n1 = _thread_cpu_s("capture-clip-reader"), captured()
+    worker.stop()
+    worker.join(10)
+    stop.set()
+    consumer.join(5)
+    return 1000.0 * (cpu1 - cpu0) / max(1.0, n1 - n0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clip", default="one-by-one-person-detection.mp4")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    clip = default_assets_dir() / "videos" / args.clip
+    for r in range(args.repeats):
+        costs = {k: reader_ms_per_frame(clip, v, args.seconds) for k, v in SETTINGS.items()}
+        print(
+            f"{clip.name} repeat {r}: reader CPU ms per decoded frame: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in costs.items())
+            + f"; load average {os.getloadavg()[0]:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
