@@ -24,22 +24,26 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import Any
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
+from vidpipe.capture.session import (
+    ALLOWED_TRANSITIONS,
+    IllegalTransitionError,
+    Outcome,
+    Session,
+    check_transition,
+)
 from vidpipe.capture.source import (
     PacketTap,
     Picture,
     ReadTimeout,
     Source,
     SourceError,
-    SourceInfo,
     as_picture,
     make_source,
 )
@@ -60,71 +64,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_S = CameraState
-ALLOWED_TRANSITIONS: Mapping[CameraState, frozenset[CameraState]] = MappingProxyType(
-    {
-        _S.CONNECTING: frozenset({_S.STREAMING, _S.BACKOFF, _S.STOPPED}),
-        _S.STREAMING: frozenset({_S.BACKOFF, _S.STOPPED, _S.CONNECTING}),
-        _S.BACKOFF: frozenset({_S.CONNECTING, _S.STOPPED}),
-        _S.STOPPED: frozenset(),
-    }
-)
-"""Every state change a worker may make; anything else is a bug."""
-
 StateCallback = Callable[[str, CameraState], None]
 #: Frame.epoch of every successful open, process-wide: a camera restarted by a reload (a new
 #: worker) never repeats an epoch its predecessor used. ``next()`` on it is atomic.
 _EPOCHS = itertools.count(1)
 _FPS_WINDOW_S = 2.0
-
-
-class IllegalTransitionError(RuntimeError):
-    """A worker tried a state change that ``ALLOWED_TRANSITIONS`` does not list."""
-
-
-def check_transition(old: CameraState, new: CameraState) -> None:
-    """Raise ``IllegalTransitionError`` unless ``old -> new`` is allowed."""
-    if new not in ALLOWED_TRANSITIONS[old]:
-        allowed = ", ".join(sorted(s.name for s in ALLOWED_TRANSITIONS[old])) or "nothing"
-        raise IllegalTransitionError(
-            f"illegal capture state change {old.name} -> {new.name} (allowed: {allowed})"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """Why a session ended: ``reason`` is the ``camera_errors`` label (or ``eof``)."""
-
-    reason: str
-    detail: str
-
-
-class _Session:
-    """One connection attempt: what its reader thread reports and the supervisor watches."""
-
-    def __init__(self, number: int, now_s: float, wake: threading.Event) -> None:
-        self.number = number
-        self.wake = wake  # the supervisor's: set when the session opens or ends
-        self.cancel = threading.Event()  # abandoned (stall) or the worker stops
-        self.done = threading.Event()
-        self.outcome: Outcome | None = None
-        self.source: Source | None = None
-        self.info: SourceInfo | None = None
-        self.opened = False
-        self.frames = 0
-        self.seq0: int | None = None
-        self.epoch = 0  # Frame.epoch of this session's current pass
-        self.in_put = False  # waiting for the consumer is not a stall
-        self.last_progress_s = now_s
-
-    def finish(self, reason: str, detail: str) -> None:
-        if not self.done.is_set():
-            self.outcome = Outcome(reason, detail)
-            self.done.set()
-            self.wake.set()
-
-    def idle_s(self, now_s: float) -> float:
-        return 0.0 if self.in_put else now_s - self.last_progress_s
 
 
 class CaptureWorker:
@@ -174,7 +118,7 @@ class CaptureWorker:
         self._seq_lock = threading.Lock()
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
-        self._session: _Session | None = None
+        self._session: Session | None = None
         self._sessions = 0
         self._reconnects = 0
         self._errors = 0
@@ -310,9 +254,9 @@ class CaptureWorker:
             self._metrics.reconnects.inc()
             self._set_state(CameraState.CONNECTING)
 
-    def _start_session(self) -> _Session:
+    def _start_session(self) -> Session:
         self._sessions += 1
-        session = _Session(self._sessions, self._clock(), self._wake)
+        session = Session(self._sessions, self._clock(), self._wake)
         self._session = session
         self._threads = [t for t in self._threads if t.is_alive()]  # forget ended readers
         reader = threading.Thread(
@@ -325,7 +269,7 @@ class CaptureWorker:
         reader.start()
         return session
 
-    def _watch(self, session: _Session) -> Outcome | None:
+    def _watch(self, session: Session) -> Outcome | None:
         """Supervise one session until it ends, stalls, or the worker stops (None).
 
         It sleeps until a stall could first be due, not on a fixed tick: a streaming camera
@@ -353,7 +297,7 @@ class CaptureWorker:
         session.cancel.set()
         return None
 
-    def _streaming(self, session: _Session) -> None:
+    def _streaming(self, session: Session) -> None:
         """CONNECTING -> STREAMING, on the reader thread before its first frame is handed on,
         so that no consumer (MQTT's state topic, the status page) sees results from a camera
         still reported as connecting. A session the supervisor has already abandoned (it may
@@ -406,7 +350,7 @@ class CaptureWorker:
 
     # -- reader ------------------------------------------------------------------------------
 
-    def _read(self, session: _Session) -> None:
+    def _read(self, session: Session) -> None:
         """Reader thread body: open, read until the session ends, always close."""
         try:
             with attributed_to(self.name):
@@ -420,7 +364,7 @@ class CaptureWorker:
                 session.source.close()
             session.finish("stopped", "reader ended")
 
-    def _open(self, session: _Session) -> bool:
+    def _open(self, session: Session) -> bool:
         """Open a source into ``session.source``; False (and the session finished) if not."""
         source = make_source(self.camera, self._defaults)
         session.source = source
@@ -439,7 +383,7 @@ class CaptureWorker:
         session.wake.set()  # the stall deadline moved: stall_timeout_s from now
         return True
 
-    def _read_frames(self, session: _Session) -> None:
+    def _read_frames(self, session: Session) -> None:
         # A read that ran into the read timeout can still return a frame: FFmpeg drains the
         # decoder's delayed pictures, one per timeout (a frozen stream yields one every
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
@@ -475,7 +419,7 @@ class CaptureWorker:
             if not self._emit(session, as_picture(decoded), fresh):
                 return
 
-    def _pace(self, session: _Session) -> bool:
+    def _pace(self, session: Session) -> bool:
         """``realtime`` files: wait until the next frame is due; False if cancelled."""
         if self._pacer is None:
             return True
@@ -483,7 +427,7 @@ class CaptureWorker:
         delay_s = self._pacer.delay_s(self._clock(), fps)
         return not (delay_s > 0 and session.cancel.wait(delay_s))
 
-    def _wait_for_consumer(self, session: _Session) -> bool:
+    def _wait_for_consumer(self, session: Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""
         t0 = self._clock()
         session.in_put = True
@@ -494,7 +438,7 @@ class CaptureWorker:
             session.last_progress_s += self._clock() - t0
             session.in_put = False
 
-    def _end_of_pass(self, session: _Session, pass_frames: int) -> bool:
+    def _end_of_pass(self, session: Session, pass_frames: int) -> bool:
         """``read`` returned False: finish the session, or rewind a looping file (True)."""
         if pass_frames == 0:
             session.finish("no_frames", "the source opened but yielded no frame")
@@ -516,7 +460,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: _Session, picture: Picture, fresh: bool) -> bool:
+    def _emit(self, session: Session, picture: Picture, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the

@@ -1,0 +1,75 @@
+"""A capture worker's state machine and its sessions (one connection attempt each).
+
+``ALLOWED_TRANSITIONS`` lists every state change a worker may make; ``Session`` is what a
+reader thread reports and the supervisor watches (``vidpipe.capture.worker``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from vidpipe.capture.source import Source, SourceInfo
+from vidpipe.types import CameraState
+
+_S = CameraState
+ALLOWED_TRANSITIONS: Mapping[CameraState, frozenset[CameraState]] = MappingProxyType(
+    {
+        _S.CONNECTING: frozenset({_S.STREAMING, _S.BACKOFF, _S.STOPPED}),
+        _S.STREAMING: frozenset({_S.BACKOFF, _S.STOPPED, _S.CONNECTING}),
+        _S.BACKOFF: frozenset({_S.CONNECTING, _S.STOPPED}),
+        _S.STOPPED: frozenset(),
+    }
+)
+"""Every state change a worker may make; anything else is a bug."""
+
+
+class IllegalTransitionError(RuntimeError):
+    """A worker tried a state change that ``ALLOWED_TRANSITIONS`` does not list."""
+
+
+def check_transition(old: CameraState, new: CameraState) -> None:
+    """Raise ``IllegalTransitionError`` unless ``old -> new`` is allowed."""
+    if new not in ALLOWED_TRANSITIONS[old]:
+        allowed = ", ".join(sorted(s.name for s in ALLOWED_TRANSITIONS[old])) or "nothing"
+        raise IllegalTransitionError(
+            f"illegal capture state change {old.name} -> {new.name} (allowed: {allowed})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Why a session ended: ``reason`` is the ``camera_errors`` label (or ``eof``)."""
+
+    reason: str
+    detail: str
+
+
+class Session:
+    """One connection attempt: what its reader thread reports and the supervisor watches."""
+
+    def __init__(self, number: int, now_s: float, wake: threading.Event) -> None:
+        self.number = number
+        self.wake = wake  # the supervisor's: set when the session opens or ends
+        self.cancel = threading.Event()  # abandoned (stall) or the worker stops
+        self.done = threading.Event()
+        self.outcome: Outcome | None = None
+        self.source: Source | None = None
+        self.info: SourceInfo | None = None
+        self.opened = False
+        self.frames = 0
+        self.seq0: int | None = None
+        self.epoch = 0  # Frame.epoch of this session's current pass
+        self.in_put = False  # waiting for the consumer is not a stall
+        self.last_progress_s = now_s
+
+    def finish(self, reason: str, detail: str) -> None:
+        if not self.done.is_set():
+            self.outcome = Outcome(reason, detail)
+            self.done.set()
+            self.wake.set()
+
+    def idle_s(self, now_s: float) -> float:
+        return 0.0 if self.in_put else now_s - self.last_progress_s
