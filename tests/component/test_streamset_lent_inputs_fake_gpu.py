@@ -28,7 +28,10 @@ def pinned_inputs(backend: StreamSetBackend) -> list[np.ndarray]:
 
 
 def test_scheduler_letterboxes_into_the_pinned_batch_with_no_second_copy_fake_gpu() -> None:
-    backend, rts, _ = make_backend(streams=2, max_batch=4, timeout_ms=5, kernel_s=(0.002,))
+    # Batches leave full, never on their timer: a timer that fires while the scheduler fills
+    # a lent row costs that frame one counted copy (the test below), which a 5 ms timer did
+    # on a loaded CI machine.
+    backend, rts, _ = make_backend(streams=2, max_batch=4, timeout_ms=10_000, kernel_s=(0.002,))
     pinned = pinned_inputs(backend)
     submit = backend.submit
     outside: list[int] = []
