@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vidpipe.bench.density import search
+from vidpipe.bench.density import fixed_counts, search
 from vidpipe.bench.report import _density
 
 
@@ -96,3 +96,16 @@ def test_search_finds_the_largest_passing_count_and_never_passes_the_maximum() -
     tried.clear()
     assert search(trial(0), max_cameras=96) == 0
     assert tried == [1]
+
+
+def test_fixed_counts_try_each_given_count_once_ascending_and_report_the_largest_pass() -> None:
+    tried: list[int] = []
+
+    def trial(n: int) -> dict:
+        tried.append(n)
+        return {"passes": n in (48, 56)}  # 64 fails; 72 fails too
+
+    assert fixed_counts(trial, [72, 56, 48, 64, 56]) == 56
+    assert tried == [48, 56, 64, 72]
+    tried.clear()
+    assert fixed_counts(lambda n: {"passes": False}, [8, 16]) == 0

@@ -107,6 +107,12 @@ def add_parser(sub: Any) -> None:
         help="density mode: each camera's stream starts at a different point of the clip "
         "(staggered, the default: real cameras are not in step) or all at its first frame",
     )
+    p.add_argument(
+        "--density-cameras",
+        type=_csv(int),
+        help="density mode: try these camera counts only (e.g. 48,56,64) instead of searching; "
+        "the largest that passes is reported",
+    )
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
     p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
     p.set_defaults(func=cmd_bench)
@@ -189,6 +195,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_clip=args.density_clip,
         density_detect_fps=args.density_detect_fps,
         density_staggered=None if args.density_start is None else args.density_start != "same",
+        density_cameras=args.density_cameras,
         model=args.model,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:

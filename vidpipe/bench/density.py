@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -140,6 +140,12 @@ def search(trial: Callable[[int], dict[str, Any]], max_cameras: int = MAX_CAMERA
     return good
 
 
+def fixed_counts(trial: Callable[[int], dict[str, Any]], counts: Iterable[int]) -> int:
+    """The largest of ``counts`` that passes (0 if none): each count is tried, ascending."""
+    passed = [n for n in sorted(set(counts)) if trial(n)["passes"]]
+    return max(passed, default=0)
+
+
 def run_density(
     ctx: Any,
     clip: str,
@@ -218,7 +224,8 @@ def run_density(
                     )
                     return verdict
 
-                best = search(trial)
+                fixed = getattr(o, "density_cameras", None)
+                best = fixed_counts(trial, fixed) if fixed else search(trial)
                 out["results"].append(
                     {
                         "contender": contender,

@@ -75,6 +75,8 @@ class BenchOptions:
     density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
     # density cameras start at different points of the clip (False: all at its first frame)
     density_staggered: bool = True
+    # density: run these camera counts only instead of searching (None: search 1..96)
+    density_cameras: tuple[int, ...] | None = None
 
 
 SUITES: dict[str, BenchOptions] = {
