@@ -35,7 +35,10 @@ Variants (``--variants``, comma separated):
   thread shared by G cameras, then waits for its frame (demux on the camera thread, decode
   groups);
 * ``pipe:G``: as ``split``, but the camera thread does not wait: it hands the packet on and
-  demuxes the next, and the shared thread also emits the frame.
+  demuxes the next, and the shared thread also emits the frame;
+* ``worker:G``: not a model: vidpipe's real capture workers of realtime NVDEC file cameras
+  over a fake PyNvVideoCodec made of the same native calls, read by a thread each
+  (``worker:1``) or by groups of G (``capture.nvdec_group_size``); ``benchmarks/gil_worker.py``.
 
 Each variant reports the batcher's batch times (p50/p95/max, ms), how late camera frames were
 (p50/p95 ms, and the share more than one frame period late: a live camera's frame that the
@@ -88,6 +91,7 @@ class Params:
     gpu_wait_us: float = 500.0
     batch_calls: int = 45
     seconds: float = 2.0
+    worker_py_us: float = 0.0  # worker:G only: Python per frame the fake source leaves out
 
 
 @dataclass
@@ -253,6 +257,10 @@ def _pct(values: list[float], q: float) -> float:
 def run_variant(variant: str, p: Params) -> dict[str, object]:
     """One variant for ``p.seconds``; the first 0.5 s are warm-up and not recorded."""
     kind, _, arg = variant.partition(":")
+    if kind == "worker":  # vidpipe's own capture workers (benchmarks/gil_worker.py)
+        from benchmarks.gil_worker import run_worker
+
+        return run_worker(int(arg), p)
     stop, rec = threading.Event(), Record()
     t0 = time.perf_counter() + 0.05
     rec.late_ms = [[] for _ in range(p.cameras)]
@@ -326,8 +334,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--py-us", type=float, default=d.py_us, help="Python us per frame")
     parser.add_argument("--gpu-wait-us", type=float, default=d.gpu_wait_us)
     parser.add_argument("--batch-calls", type=int, default=d.batch_calls)
+    parser.add_argument(
+        "--worker-py-us", type=float, default=d.worker_py_us, help="worker:G, extra Python/frame"
+    )
     parser.add_argument("--seconds", type=float, default=d.seconds, help="per variant")
-    parser.add_argument("--variants", default="threads,token:16,baton:8,groups:8,split:8,pipe:8")
+    parser.add_argument("--variants", default="threads,token:16,groups:8,split:8,worker:1,worker:8")
     parser.add_argument("--switch-ms", type=float, default=None, help="sys.setswitchinterval")
     parser.add_argument("--repeats", type=int, default=1, help="variants alternate; medians")
     args = parser.parse_args(argv)
@@ -341,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         args.gpu_wait_us,
         args.batch_calls,
         args.seconds,
+        args.worker_py_us,
     )
     if args.switch_ms is not None:
         sys.setswitchinterval(args.switch_ms / 1000.0)
