@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in counts:
             for decoder in decoders:
                 point = run_point(args, decoder, n)
+                point["nvdec_group_size"] = args.nvdec_group_size  # 1: a thread per camera
                 print(json.dumps(point), flush=True)
                 out.write(json.dumps(point) + "\n")
             decoders.reverse()  # alternate which decoder goes first
