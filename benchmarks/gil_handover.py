@@ -85,14 +85,16 @@ class Params:
     cameras: int = 120  # the goal
     fps: float = 25.0
     calls: int = 5  # native calls per frame: demux, decode, copy, GPU wait, mailbox
-    # Python per frame (GIL held), spread between the calls. 250 us at 120 cameras holds the
-    # GIL about 75 % of the time; at 100 us (30 %) nothing waits long on 2 cores.
+    # Python per frame (GIL held), spread between the calls. On the H200 camera threads held
+    # the GIL for about 55 % of the time at 72-88 cameras (README's GIL profiles): 250-300 us
+    # a frame. 250 us at 120 cameras is 75 % of one GIL; at 100 us nothing waits long.
     py_us: float = 250.0
     gpu_wait_us: float = 500.0
     batch_calls: int = 45
     seconds: float = 2.0
     # worker:G only: Python per frame that the fake source leaves out (PyTorch's stream
-    # context, from_dlpack, the frame pool). A guess, not a measurement.
+    # context, from_dlpack, the frame pool). A guess that brings the worker's CPU per frame
+    # near 250-280 us here, as py_us; not a measurement of those calls.
     worker_py_us: float = 100.0
 
 
