@@ -136,6 +136,16 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("type-section", BASE + "http: 8080\n", ["http (line 6)", "got an integer"]),
     ("type-port", BASE + "http:\n  port: [1]\n", ["http.port (line 7)", "got a list"]),
     ("type-int", BASE + "capture:\n  decoder_threads: 1.5\n", ["capture.decoder_threads"]),
+    (
+        "nvdec-group-zero",
+        BASE + "capture:\n  nvdec_group_size: 0\n",
+        ["capture.nvdec_group_size (line 7)", "greater than or equal to 1"],
+    ),
+    (
+        "nvdec-group-huge",
+        BASE + "capture:\n  nvdec_group_size: 65\n",
+        ["capture.nvdec_group_size (line 7)", "less than or equal to 64"],
+    ),
     ("type-literal", BASE + "logging:\n  level: TRACE\n", ["logging.level (line 7)", "DEBUG"]),
     ("type-classes", BASE + "    classes: [[1]]\n", ["cameras[0].classes[0] (line 6)", " or "]),
     ("type-path", "model:\n  path: [a]\n", ["model.path (line 2)"]),

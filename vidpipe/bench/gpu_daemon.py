@@ -62,7 +62,7 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
         {
             "model": {"path": str(args.model), "labels": str(args.labels)},
             "inference": inference,
-            "capture": {"decoder": decoder},
+            "capture": {"decoder": decoder, "nvdec_group_size": args.nvdec_group_size},
             "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
             "logging": {"level": "WARNING"},
             "sinks": [{"type": "jsonl", "path": str(jsonl), "only_with_detections": True}],
@@ -316,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--batch-timeout-ms", type=float, default=20.0)
     p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f16")
+    p.add_argument(
+        "--nvdec-group-size",
+        type=int,
+        default=1,
+        help="capture.nvdec_group_size: nvdec cameras read per thread (1: a thread each)",
+    )
     p.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
     p.add_argument("--window", type=float, default=15.0, help="measurement window, seconds")
     p.add_argument(
@@ -334,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in counts:
             for decoder in decoders:
                 point = run_point(args, decoder, n)
+                point["nvdec_group_size"] = args.nvdec_group_size  # 1: a thread per camera
                 print(json.dumps(point), flush=True)
                 out.write(json.dumps(point) + "\n")
             decoders.reverse()  # alternate which decoder goes first

@@ -15,9 +15,22 @@ class Pacer:
         self._max_lag_s = max_lag_s
         self._t0: float | None = None
         self._k = 0
+        self._due_s: float | None = None  # the frame asked for by wait_s, not read yet
 
     def reset(self) -> None:
         self._t0 = None
+        self._due_s = None
+
+    def wait_s(self, now_s: float, fps: float | None) -> float:
+        """Seconds until the next frame is due, 0 once it is (then the next call schedules
+        the frame after it). Unlike ``delay_s`` it may be asked again before the frame is
+        read: a reader that shares its thread returns to the others in the meantime."""
+        if self._due_s is None:
+            self._due_s = now_s + self.delay_s(now_s, fps)
+        if now_s < self._due_s:
+            return self._due_s - now_s
+        self._due_s = None
+        return 0.0
 
     def delay_s(self, now_s: float, fps: float | None) -> float:
         """How long to wait before reading the next frame (0 when it is already due)."""

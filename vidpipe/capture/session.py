@@ -6,7 +6,9 @@ reader thread reports and the supervisor watches (``vidpipe.capture.worker``).
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -14,6 +16,7 @@ from types import MappingProxyType
 from vidpipe.capture.source import Source, SourceInfo
 from vidpipe.types import CameraState
 
+log = logging.getLogger(__name__)
 _S = CameraState
 ALLOWED_TRANSITIONS: Mapping[CameraState, frozenset[CameraState]] = MappingProxyType(
     {
@@ -63,6 +66,7 @@ class Session:
         self.seq0: int | None = None
         self.epoch = 0  # Frame.epoch of this session's current pass
         self.in_put = False  # waiting for the consumer is not a stall
+        self.pass_frames = 0  # frames of the current file pass
         self.last_progress_s = now_s
 
     def finish(self, reason: str, detail: str) -> None:
@@ -73,3 +77,24 @@ class Session:
 
     def idle_s(self, now_s: float) -> float:
         return 0.0 if self.in_put else now_s - self.last_progress_s
+
+
+def join_threads(
+    supervisor: threading.Thread | None,
+    threads: list[threading.Thread],
+    timeout_s: float,
+    camera: str,
+) -> bool:
+    """Wait up to ``timeout_s`` for a worker's supervisor, then its readers; True if all ended
+    (a warning names those still running)."""
+    deadline = time.monotonic() + timeout_s
+    if supervisor is not None:
+        supervisor.join(timeout_s)  # once it has ended, no reader starts any more
+    for thread in list(threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in threads if t.is_alive()]
+    if alive:
+        log.warning(
+            "camera %s: threads still running after %.1f s: %s", camera, timeout_s, ", ".join(alive)
+        )
+    return not alive

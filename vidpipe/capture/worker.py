@@ -29,6 +29,7 @@ from typing import Any
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
+from vidpipe.capture.group import GROUPS, group_size_of
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import (
@@ -37,6 +38,7 @@ from vidpipe.capture.session import (
     Outcome,
     Session,
     check_transition,
+    join_threads,
 )
 from vidpipe.capture.source import (
     PacketTap,
@@ -114,6 +116,7 @@ class CaptureWorker:
         self._decimator = Decimator(camera.detect_fps)
         self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
         self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
+        self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._seq = 0
         self._seq_lock = threading.Lock()
         self._supervisor: threading.Thread | None = None
@@ -169,20 +172,7 @@ class CaptureWorker:
         Returns:
             True if every thread of this worker has ended.
         """
-        deadline = time.monotonic() + timeout_s
-        if self._supervisor is not None:
-            self._supervisor.join(timeout_s)  # once it has ended, no reader starts any more
-        for thread in list(self._threads):
-            thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
-            log.warning(
-                "camera %s: threads still running after %.1f s: %s",
-                self.name,
-                timeout_s,
-                ", ".join(alive),
-            )
-        return not alive
+        return join_threads(self._supervisor, self._threads, timeout_s, self.name)
 
     def set_packet_tap(self, tap: PacketTap | None) -> None:
         """Send this camera's demuxed packets to ``tap`` (None: stop). Takes effect at once.
@@ -384,48 +374,54 @@ class CaptureWorker:
         return True
 
     def _read_frames(self, session: Session) -> None:
-        # A read that ran into the read timeout can still return a frame: FFmpeg drains the
-        # decoder's delayed pictures, one per timeout (a frozen stream yields one every
-        # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
-        slow_read_s = 0.9 * self._defaults.read_timeout_ms / 1000.0
         self._decimator.reset()
         if self._motion is not None:
             self._motion.reset()
-        pass_frames = 0
         if self._pacer is not None:
             self._pacer.reset()
-        while not session.cancel.is_set():
-            if not self._wait_for_consumer(session) or not self._pace(session):
-                return
-            t_read = self._clock()
-            source = session.source
-            assert source is not None  # _open succeeded
-            try:
-                decoded = source.read()
-            except ReadTimeout:
-                continue  # no packet yet: the watchdog decides when this is a stall
-            except SourceError as exc:
-                session.finish(exc.reason, exc.detail)
-                return
-            if session.cancel.is_set():
-                return  # stale: the supervisor moved on while we were blocked
-            if decoded is None:
-                if not self._end_of_pass(session, pass_frames):
-                    return
-                pass_frames = 0
-                continue
-            pass_frames += 1
-            fresh = self._clock() - t_read < slow_read_s
-            if not self._emit(session, as_picture(decoded), fresh):
+        if self._group_size > 1:  # this thread waits on a lock; a group thread reads
+            GROUPS.serve(self._group_size, self.name, lambda: self._step(session), session.cancel)
+            return
+        while (delay_s := self._step(session)) is not None:
+            if delay_s > 0 and session.cancel.wait(delay_s):
                 return
 
-    def _pace(self, session: Session) -> bool:
-        """``realtime`` files: wait until the next frame is due; False if cancelled."""
+    def _step(self, session: Session) -> float | None:
+        """Read and emit one frame. None: the session is over; else the seconds until the
+        next step (a ``realtime`` file's next frame is not due yet)."""
+        if session.cancel.is_set() or not self._wait_for_consumer(session):
+            return None
+        delay_s = self._pace(session)
+        if delay_s > 0:
+            return delay_s
+        t_read = self._clock()
+        assert session.source is not None  # _open succeeded
+        try:
+            decoded = session.source.read()
+        except ReadTimeout:
+            return 0.0  # no packet yet: the watchdog decides when this is a stall
+        except SourceError as exc:
+            session.finish(exc.reason, exc.detail)
+            return None
+        if session.cancel.is_set():
+            return None  # stale: the supervisor moved on while we were blocked
+        if decoded is None:
+            if not self._end_of_pass(session, session.pass_frames):
+                return None
+            session.pass_frames = 0
+            return 0.0
+        session.pass_frames += 1
+        # A read that ran into the read timeout can still return a frame: FFmpeg drains the
+        # decoder's delayed pictures, one per timeout (a frozen stream yields one every
+        # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
+        fresh = self._clock() - t_read < 0.9 * self._defaults.read_timeout_ms / 1000.0
+        return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+
+    def _pace(self, session: Session) -> float:
+        """``realtime`` files: seconds until the next frame is due (0: read it now)."""
         if self._pacer is None:
-            return True
-        fps = session.info.fps if session.info else None
-        delay_s = self._pacer.delay_s(self._clock(), fps)
-        return not (delay_s > 0 and session.cancel.wait(delay_s))
+            return 0.0
+        return self._pacer.wait_s(self._clock(), session.info.fps if session.info else None)
 
     def _wait_for_consumer(self, session: Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""

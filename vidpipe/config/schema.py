@@ -75,6 +75,14 @@ class CaptureConfig(ConfigModel):
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
     decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
+    nvdec_group_size: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="realtime nvdec file cameras read by one thread, in turn (1: a thread "
+        "each). Fewer threads wait less for Python's GIL (README, Frames on the GPU); live "
+        "streams always keep a thread each",
+    )
     analyze_duration_ms: int = Field(
         500,
         ge=0,
