@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class Pacer:
     """Plays a file at its own frame rate, as a live camera would deliver it.
@@ -60,13 +62,36 @@ class Decimator:
     def __init__(self, max_fps: float | None) -> None:
         self._period_s = 1.0 / max_fps if max_fps else 0.0
         self._next_s: float | None = None
+        self._last_s: float | None = None  # the time of the last frame judged
 
     def reset(self) -> None:
         """Start a new schedule (a new connection may use a different time base)."""
         self._next_s = None
+        self._last_s = None
+
+    def wanted_after(self, frame_s: float) -> Callable[[float], bool]:
+        """For a source that can leave frames undecoded: ``wanted(ahead_s)``, whether a frame
+        ``ahead_s`` after the last one judged would pass, even if it were half a frame
+        (``frame_s``) later. Timestamps may jitter; skipping a wanted frame would move
+        detection to the next one, so the margin keeps the passed frames the same."""
+
+        def wanted(ahead_s: float) -> bool:
+            last = self._last_s
+            return last is None or self.would_pass(last + ahead_s + frame_s / 2)
+
+        return wanted
+
+    def would_pass(self, t_s: float) -> bool:
+        """Whether a frame at ``t_s`` would pass now (nothing changes). The next due time only
+        moves forward, so a frame that would not pass now will not pass later either."""
+        nxt = self._next_s
+        if self._period_s <= 0 or nxt is None or t_s < nxt - self._period_s - self._EPS_S:
+            return True
+        return t_s >= nxt - self._EPS_S
 
     def due(self, t_s: float) -> bool:
         """Whether the frame at time ``t_s`` passes."""
+        self._last_s = t_s
         if self._period_s <= 0:
             return True
         nxt = self._next_s

@@ -34,6 +34,7 @@ from av.video.reformatter import VideoReformatter
 from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
+from vidpipe.capture.skipping import NonRefSkipper, Wanted
 from vidpipe.capture.source import (
     Luma,
     PacketListener,
@@ -181,6 +182,9 @@ class PyAVSource:
         self._bsf: Any = None
         self._reformatter = VideoReformatter()
         self.conversions = 0  # frames converted to BGR (``PyAVPicture.image``)
+        self.skipped = 0  # frames left undecoded (``skip_unwanted``), in all
+        self._skipper: NonRefSkipper | None = None
+        self._skip_mode = "DEFAULT"
 
     @property
     def info(self) -> SourceInfo:
@@ -219,12 +223,20 @@ class PyAVSource:
             self._bsf = BitStreamFilterContext(_ANNEXB_FILTERS[ctx.name], self._stream)
         return self._info
 
+    def skip_unwanted(self, wanted: Wanted | None) -> None:
+        """Let the decoder skip non-reference frames that ``wanted`` says detection will
+        not use (``vidpipe/capture/skipping.py``); None decodes every frame."""
+        self._skipper = None if wanted is None else NonRefSkipper(wanted)
+
     def read(self) -> PyAVPicture | None:
         while not self._pending:
             if self._eof:
                 return None
             self._decode_next()
-        return PyAVPicture(self._pending.popleft(), self)
+        frame = self._pending.popleft()
+        if self._skipper is not None:
+            self.skipped += self._skipper.handed(frame.pts)
+        return PyAVPicture(frame, self)
 
     def to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
         """``frame`` as a contiguous ``(H, W, 3)`` uint8 BGR array (counted in
@@ -257,8 +269,13 @@ class PyAVSource:
         if packet is None:
             self._eof = True
             return
+        ctx = self._stream.codec_context
+        if self._skipper is not None:
+            mode = "NONREF" if self._skipper.may_skip(packet.pts, packet.time_base) else "DEFAULT"
+            if mode != self._skip_mode:  # FFmpeg reads it per packet, frame threads too
+                ctx.skip_frame = self._skip_mode = mode
         try:
-            self._pending.extend(self._stream.codec_context.decode(packet))
+            self._pending.extend(ctx.decode(packet))
         except av.error.FFmpegError:
             self.decode_errors += 1  # a corrupt packet: FFmpeg conceals what it can
         listener = self.packet_listener

@@ -67,6 +67,7 @@ class Session:
         self.epoch = 0  # Frame.epoch of this session's current pass
         self.in_put = False  # waiting for the consumer is not a stall
         self.pass_frames = 0  # frames of the current file pass
+        self.skipped = 0  # frames the source left undecoded, accounted so far
         self.last_progress_s = now_s
 
     def finish(self, reason: str, detail: str) -> None:
@@ -77,6 +78,12 @@ class Session:
 
     def idle_s(self, now_s: float) -> float:
         return 0.0 if self.in_put else now_s - self.last_progress_s
+
+    def take_skipped(self) -> int:
+        """Frames the source left undecoded since the last call (``capture/skipping.py``)."""
+        total = getattr(self.source, "skipped", 0)
+        new, self.skipped = total - self.skipped, total
+        return new
 
 
 def join_threads(

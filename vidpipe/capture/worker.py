@@ -40,6 +40,7 @@ from vidpipe.capture.session import (
     check_transition,
     join_threads,
 )
+from vidpipe.capture.skipping import skip_unwanted_frames
 from vidpipe.capture.source import (
     PacketTap,
     Picture,
@@ -366,6 +367,8 @@ class CaptureWorker:
         if session.cancel.is_set():
             return False  # abandoned while opening
         source.packet_listener = self._tap_feed(self._packet_tap, source)
+        if self.camera.detect_fps and self._defaults.skip_unused_frames:
+            skip_unwanted_frames(source, self._decimator, info.fps)
         session.info = info
         session.epoch = next(_EPOCHS)
         session.opened = True
@@ -464,9 +467,10 @@ class CaptureWorker:
         decimator and the motion gate have let it through: a dropped frame costs no conversion.
         """
         now = self._clock()
+        skipped = session.take_skipped()  # frames left undecoded before this one
         with self._seq_lock:
-            seq = self._seq
-            self._seq += 1
+            seq = self._seq + skipped
+            self._seq = seq + 1
         if session.seq0 is None:
             session.seq0 = seq
         session.frames += 1
@@ -475,8 +479,10 @@ class CaptureWorker:
         if fresh:
             session.last_progress_s = now
             self._last_frame_s = now
-        self._frame_times.append(now)
-        self._metrics.captured.inc()
+        self._frame_times.extend([now] * (skipped + 1))
+        self._metrics.captured.inc(skipped + 1)
+        if skipped:
+            self._metrics.drop("decimated", skipped)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
         if not self._decimator.due(t_sched):

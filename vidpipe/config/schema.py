@@ -75,6 +75,12 @@ class CaptureConfig(ConfigModel):
     backoff_initial_s: float = Field(0.5, gt=0, description="first reconnect delay")
     backoff_max_s: float = Field(30.0, gt=0, description="reconnect delay cap")
     decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
+    skip_unused_frames: bool = Field(
+        True,
+        description="with detect_fps below the stream's rate, let the decoder skip the "
+        "non-reference frames that detection would not use (pyav); they are counted as "
+        "captured and decimated",
+    )
     nvdec_group_size: int = Field(
         1,
         ge=1,

@@ -1,0 +1,112 @@
+"""Frames that ``detect_fps`` drops are not decoded where the codec allows it, and nothing else
+changes: the same frames reach detection, pixel for pixel, and every frame is counted.
+
+The walkway clip (10 fps, H.264 with 59 % non-reference B-frames) is decoded by the real
+``PyAVSource`` in a real capture worker, once with ``capture.skip_unused_frames`` and once
+without; the source counts the frames it left undecoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tests.component.capture_rig import FAST, PERSON, Rig
+from vidpipe.capture import source as capture_source
+from vidpipe.capture.pacing import Decimator
+from vidpipe.capture.pyav_source import PyAVSource
+from vidpipe.capture.skipping import NonRefSkipper
+from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.types import CameraState
+
+PERSON_FRAMES = 1394
+
+
+@pytest.fixture
+def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
+    """Every ``PyAVSource`` the workers make (the real decoder, kept to read its counters)."""
+    made: list[PyAVSource] = []
+
+    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
+        made.append(PyAVSource(camera, defaults))
+        return made[-1]
+
+    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
+    yield made
+
+
+def run_clip(rig: Rig, clip: Path, name: str, skip: bool) -> dict[str, object]:
+    capture = FAST.model_copy(update={"skip_unused_frames": skip})
+    worker, states = rig.worker(name, str(clip), "block", capture=capture, detect_fps=5)
+    worker.start()
+    states.wait_for(CameraState.STOPPED, 30)
+    captured = rig.value("vidpipe_frames_captured_total", camera=name)
+    decimated = rig.value("vidpipe_frames_dropped_total", camera=name, reason="decimated")
+    frames = rig.collector.wait_count(name, int(captured - decimated), 5)
+    return {
+        "captured": captured,
+        "decimated": decimated,
+        "seqs": [f.seq for f in frames],
+        "pixels": [hashlib.sha256(f.image.tobytes()).hexdigest() for f in frames],
+    }
+
+
+@pytest.mark.timeout(60)
+def test_skipping_unused_frames_forwards_the_same_frames_and_counts_every_frame(
+    rig: Rig, videos: Path, sources: list[PyAVSource]
+) -> None:
+    clip = videos / f"{PERSON}.mp4"
+    skipping = run_clip(rig, clip, "skips", skip=True)
+    decoding_all = run_clip(rig, clip, "decodes", skip=False)
+
+    assert [s.skipped for s in sources] == [sources[0].skipped, 0]
+    # most of the 820 B-frames of the clip fall between detect_fps 5's due frames
+    assert sources[0].skipped > 0.3 * PERSON_FRAMES
+    assert skipping["captured"] == decoding_all["captured"] == PERSON_FRAMES
+    assert skipping["decimated"] == decoding_all["decimated"] == PERSON_FRAMES / 2
+    assert skipping["seqs"] == decoding_all["seqs"] == list(range(0, PERSON_FRAMES, 2))
+    assert skipping["pixels"] == decoding_all["pixels"]
+
+
+def test_skipper_counts_only_the_marked_frames_that_never_came_out() -> None:
+    tb = Fraction(1, 10)
+    skipper = NonRefSkipper(lambda ahead_s: ahead_s > 0.25)  # only frames 3+ ahead wanted
+    assert not skipper.may_skip(0, tb)  # nothing handed yet: nothing to measure from
+    assert skipper.handed(0) == 0
+    assert skipper.may_skip(1, tb) and skipper.may_skip(2, tb)
+    assert not skipper.may_skip(3, tb)
+    assert not skipper.may_skip(None, tb)
+    # frame 2 was a reference frame after all (decoded); frame 1 was skipped
+    assert skipper.handed(2) == 1
+    assert skipper.handed(3) == 0
+    assert skipper.may_skip(4, tb)  # measured from frame 3 now: 0.1 s ahead
+    assert skipper.handed(9) == 1
+    # timestamps restart (a new pass): old marks are forgotten, not counted
+    assert skipper.may_skip(10, tb)
+    assert skipper.handed(0) == 0
+    assert skipper.handed(20) == 0
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.3])
+def test_a_frame_not_wanted_in_advance_is_never_passed_by_the_decimator(jitter: float) -> None:
+    """Checked against the real ``Decimator`` over 12.5 and 29.97 fps streams with timestamps
+    off by up to ``jitter`` of a frame: what ``wanted`` refuses, ``due`` would refuse too."""
+    for fps in (12.5, 29.97, 10.0):
+        decimator = Decimator(5.0)
+        wanted = decimator.wanted_after(1.0 / fps)
+        frame_s = 1.0 / fps
+        refused = passed = 0
+        for i in range(400):
+            t = i * frame_s + (jitter * frame_s * ((i * 7919) % 11 - 5) / 5 if i else 0.0)
+            ahead = t - (decimator._last_s if decimator._last_s is not None else t)
+            ok = wanted(ahead) if i else True
+            due = decimator.due(t)
+            refused += not ok
+            passed += due
+            assert ok or not due, f"frame {i} at {t:.3f}s was refused but is due ({fps} fps)"
+        assert refused > 0.25 * 400  # it does refuse (5 of 12.5 fps: 60 % are not due)
+        assert passed >= 400 * 5.0 / fps * 0.95
