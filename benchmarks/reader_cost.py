@@ -1,10 +1,12 @@
-"""CPU a capture reader spends per decoded frame, in the real worker, by capture setting.
+"""CPU a capture reader spends per frame of the stream, in the real worker, by capture setting.
 
 One ``CaptureWorker`` reads a clip (a looping file camera, unpaced: it decodes as fast as a
 consumer thread takes its frames), and the reader thread's own CPU time is divided by the
-frames it decoded over the window. Run for: every frame due; ``detect_fps: 5``; ``detect_fps:
-5`` with the motion gate. Thread CPU time hardly depends on what else the machine runs, so
-two checkouts can be compared back to back (run this file by path, with ``PYTHONPATH``
+frames it captured over the window (decoded, or left undecoded by
+``capture.skip_unused_frames``). Run for: every frame due; ``detect_fps: 5``, decoding every
+frame and skipping what it can; the same with the motion gate. Thread CPU time hardly
+depends on what else the machine runs, so two checkouts can be compared back to back (run
+this file by path, with ``PYTHONPATH``
 pointing at the other checkout, to measure that one)::
 
     python benchmarks/reader_cost.py --seconds 10 --repeats 3
@@ -24,10 +26,15 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
 
-SETTINGS: dict[str, dict[str, object]] = {
-    "every frame": {},
-    "detect_fps 5": {"detect_fps": 5},
-    "detect_fps 5 + motion gate": {"detect_fps": 5, "motion": {"enabled": True}},
+GATE = {"detect_fps": 5, "motion": {"enabled": True}}
+DECODE_ALL = {"skip_unused_frames": False}  # every frame decoded, as before skipping existed
+# name -> (camera settings, capture settings)
+SETTINGS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
+    "every frame": ({}, {}),
+    "detect_fps 5, decoding all": ({"detect_fps": 5}, DECODE_ALL),
+    "detect_fps 5": ({"detect_fps": 5}, {}),
+    "detect_fps 5 + motion gate, decoding all": (GATE, DECODE_ALL),
+    "detect_fps 5 + motion gate": (GATE, {}),
 }
 
 
@@ -42,14 +49,17 @@ def _thread_cpu_s(prefix: str) -> float:
     return total
 
 
-def reader_ms_per_frame(clip: Path, camera: dict[str, object], seconds: float) -> float:
-    """Reader CPU ms per decoded frame of one worker over ``seconds`` (after 1 s of warm-up)."""
+def reader_ms_per_frame(
+    clip: Path, camera: dict[str, object], capture: dict[str, object], seconds: float
+) -> float:
+    """Reader CPU ms per frame of the stream (decoded, or skipped undecoded) of one worker
+    over ``seconds`` (after 1 s of warm-up)."""
     metrics = Metrics()
     hub = FrameHub()
     cm = metrics.camera("clip")
     box = hub.add("clip", "block", lambda _f: cm.drop("overwritten"))
     cfg = CameraConfig.model_validate({"name": "clip", "url": str(clip), "loop": True, **camera})
-    worker = CaptureWorker(cfg, CaptureConfig(), box, cm)
+    worker = CaptureWorker(cfg, CaptureConfig.model_validate(capture), box, cm)
     stop = threading.Event()
 
     def consume() -> None:
@@ -83,9 +93,9 @@ def main() -> None:
     args = parser.parse_args()
     clip = default_assets_dir() / "videos" / args.clip
     for r in range(args.repeats):
-        costs = {k: reader_ms_per_frame(clip, v, args.seconds) for k, v in SETTINGS.items()}
+        costs = {k: reader_ms_per_frame(clip, *v, args.seconds) for k, v in SETTINGS.items()}
         print(
-            f"{clip.name} repeat {r}: reader CPU ms per decoded frame: "
+            f"{clip.name} repeat {r}: reader CPU ms per frame of the stream: "
             + ", ".join(f"{k} {v:.3f}" for k, v in costs.items())
             + f"; load average {os.getloadavg()[0]:.1f}"
         )

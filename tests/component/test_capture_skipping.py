@@ -9,6 +9,7 @@ without; the source counts the frames it left undecoded.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -110,3 +111,31 @@ def test_a_frame_not_wanted_in_advance_is_never_passed_by_the_decimator(jitter: 
             assert ok or not due, f"frame {i} at {t:.3f}s was refused but is due ({fps} fps)"
         assert refused > 0.25 * 400  # it does refuse (5 of 12.5 fps: 60 % are not due)
         assert passed >= 400 * 5.0 / fps * 0.95
+
+
+@pytest.mark.timeout(60)
+def test_a_looping_file_that_skips_counts_every_frame_of_every_pass(
+    rig: Rig, videos: Path, sources: list[PyAVSource]
+) -> None:
+    """Each pass of a looping file is a new source in the same session; the undecoded frames
+    of each are counted once (a pass used to make the count go negative and crash the
+    reader)."""
+    worker, _ = rig.worker("loop", str(videos / f"{PERSON}.mp4"), "block", detect_fps=5, loop=True)
+    worker.start()
+    deadline = time.monotonic() + 40
+    while len(sources) < 3 and time.monotonic() < deadline:  # two passes done, a third began
+        time.sleep(0.05)
+    worker.stop()
+    assert worker.join(10)
+    assert worker.failure is None
+    assert len(sources) >= 3, "the file did not loop twice"
+    assert rig.errors("loop", "read_failed") == 0
+    captured = rig.value("vidpipe_frames_captured_total", camera="loop")
+    decimated = rig.value("vidpipe_frames_dropped_total", camera="loop", reason="decimated")
+    taken = len(rig.collector.of("loop"))
+    waiting = rig.hub.pending()
+    assert captured >= 2 * PERSON_FRAMES
+    assert sum(s.skipped for s in sources) > 0.3 * 2 * PERSON_FRAMES
+    assert taken + waiting + decimated == captured  # counters add up across passes
+    seqs = [f.seq for f in rig.collector.of("loop")]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)

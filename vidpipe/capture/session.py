@@ -68,6 +68,7 @@ class Session:
         self.in_put = False  # waiting for the consumer is not a stall
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
+        self._skipping_source: Source | None = None  # the source ``skipped`` counts for
         self.last_progress_s = now_s
 
     def finish(self, reason: str, detail: str) -> None:
@@ -80,8 +81,12 @@ class Session:
         return 0.0 if self.in_put else now_s - self.last_progress_s
 
     def take_skipped(self) -> int:
-        """Frames the source left undecoded since the last call (``capture/skipping.py``)."""
-        total = getattr(self.source, "skipped", 0)
+        """Frames the source left undecoded since the last call (``capture/skipping.py``).
+        A looping file may open a new source within the session: its count starts at 0."""
+        source = self.source
+        if source is not self._skipping_source:
+            self._skipping_source, self.skipped = source, 0
+        total = getattr(source, "skipped", 0)
         new, self.skipped = total - self.skipped, total
         return new
 
