@@ -26,8 +26,9 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
 
-GATE = {"detect_fps": 5, "motion": {"enabled": True}}
-DECODE_ALL = {"skip_unused_frames": False}  # every frame decoded, as before skipping existed
+GATE: dict[str, object] = {"detect_fps": 5, "motion": {"enabled": True}}
+# every frame decoded, as before skipping existed
+DECODE_ALL: dict[str, object] = {"skip_unused_frames": False}
 # name -> (camera settings, capture settings)
 SETTINGS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
     "every frame": ({}, {}),
