@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vidpipe.bench.density import fixed_counts, search
+from vidpipe.bench.density import fixed_counts, judge, search
 from vidpipe.bench.report import _density
 
 
@@ -109,3 +109,39 @@ def test_fixed_counts_try_each_given_count_once_ascending_and_report_the_largest
     assert tried == [48, 56, 64, 72]
     tried.clear()
     assert fixed_counts(lambda n: {"passes": False}, [8, 16]) == 0
+
+
+def _counters(captured: float, inferred: float, errors: float = 0.0) -> dict:
+    return {
+        "captured": captured,
+        "inferred": inferred,
+        "decimated": captured / 2,
+        "no_motion": 0.0,
+        "dropped": captured / 2 - inferred,
+        "errors": errors,
+    }
+
+
+def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one_that_was_not() -> (
+    None
+):
+    zero = _counters(0, 0)
+    result = {
+        "spec": {"cameras": 2},
+        "window_s": 10.0,
+        "latency_ms": {"p50": 20.0, "p95": 60.0},
+        "info": {
+            "camera_counters": {
+                "before": {"ok": zero, "flaky": zero},
+                "after": {"ok": _counters(100, 50), "flaky": _counters(40, 20, errors=2)},
+            }
+        },
+    }
+    verdict = judge(result, stream_fps=10.0)
+    assert not verdict["passes"]
+    assert verdict["reasons"] == ["flaky captured 4.0 fps < stream 10 (2 reconnects)"]
+    assert verdict["worst_capture_fps"] == 4.0
+    result["info"]["camera_counters"]["after"]["flaky"] = _counters(100, 49)
+    assert judge(result, stream_fps=10.0)["passes"]  # 49 + 3 slack of 50 due
+    result["info"]["camera_counters"]["after"]["flaky"] = _counters(100, 40)
+    assert judge(result, stream_fps=10.0)["reasons"] == ["flaky inferred 86.0% of due frames"]

@@ -93,7 +93,10 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
             share = min(1.0, (d["inferred"] + SLACK_FRAMES) / due) if due > 0 else 0.0
             worst_share = min(worst_share, share)
             if capture_fps < CAPTURE_SHARE * stream_fps:
-                reasons.append(f"{name} captured {capture_fps:.1f} fps < stream {stream_fps:g}")
+                lost = f" ({d['errors']:g} reconnects)" if d.get("errors") else ""
+                reasons.append(
+                    f"{name} captured {capture_fps:.1f} fps < stream {stream_fps:g}{lost}"
+                )
             if share < MIN_INFERRED_SHARE:
                 reasons.append(f"{name} inferred {100 * share:.1f}% of due frames")
     p95 = (result.get("latency_ms") or {}).get("p95")

@@ -23,6 +23,7 @@ from vidpipe.bench.common import (
     VIDPIPE_VARIANTS,
     PointSpec,
 )
+from vidpipe.capture.source import REASONS
 from vidpipe.metrics import DROP_REASONS
 from vidpipe.preprocess import buffers
 
@@ -149,6 +150,15 @@ class VidpipeRun:
                 "decimated": dropped.pop("decimated"),
                 "no_motion": dropped.pop("no_motion"),
                 "dropped": sum(dropped.values()),
+                # reconnects (stalls, failed reads): a camera that captured too few frames
+                # lost them here, not to a slow decoder
+                "errors": sum(
+                    registry.get_sample_value(
+                        "vidpipe_camera_errors_total", {**labels, "reason": reason}
+                    )
+                    or 0.0
+                    for reason in (*REASONS, "stalled", "eof")
+                ),
             }
         return out
 
