@@ -167,3 +167,11 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> No
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.02)
+
+
+def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait until ``check()`` holds; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

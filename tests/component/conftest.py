@@ -10,6 +10,9 @@ import pytest
 
 from tests.component.capture_rig import Rig, capture_threads
 from tests.rtsp import gst_rtsp_available
+from vidpipe.capture import source as capture_source
+from vidpipe.capture.pyav_source import PyAVSource
+from vidpipe.config import CameraConfig, CaptureConfig
 
 
 @pytest.fixture
@@ -34,3 +37,16 @@ def rtsp_ok() -> None:
     why = gst_rtsp_available()
     if why is not None:
         pytest.fail(f"the RTSP test server cannot run: {why}")
+
+
+@pytest.fixture
+def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
+    """Every ``PyAVSource`` the workers make (the real decoder, kept to read its counters)."""
+    made: list[PyAVSource] = []
+
+    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
+        made.append(PyAVSource(camera, defaults))
+        return made[-1]
+
+    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
+    yield made

@@ -10,34 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from tests.component.capture_rig import FAST, PERSON, Rig
-from vidpipe.capture import source as capture_source
 from vidpipe.capture.pacing import Decimator
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.capture.skipping import NonRefSkipper
-from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.types import CameraState
 
 PERSON_FRAMES = 1394
-
-
-@pytest.fixture
-def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
-    """Every ``PyAVSource`` the workers make (the real decoder, kept to read its counters)."""
-    made: list[PyAVSource] = []
-
-    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
-        made.append(PyAVSource(camera, defaults))
-        return made[-1]
-
-    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
-    yield made
 
 
 def run_clip(rig: Rig, clip: Path, name: str, skip: bool) -> dict[str, object]:

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from tests.component.capture_rig import Rig
-from vidpipe.capture import source as capture_source
 from vidpipe.capture.motion import camera_phase, changed_fraction, grey_copy, grey_copy_of_luma
 from vidpipe.capture.pyav_source import PyAVPicture, PyAVSource
 from vidpipe.capture.source import ReadyPicture, as_picture
@@ -50,19 +49,6 @@ def write_clip(path: Path, codec: str, pix_fmt: str, width: int = 320, height: i
             out.mux(stream.encode(frame))
         out.mux(stream.encode(None))
     return path
-
-
-@pytest.fixture
-def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
-    """Every ``PyAVSource`` the workers make (the real decoder, kept to read its counter)."""
-    made: list[PyAVSource] = []
-
-    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
-        made.append(PyAVSource(camera, defaults))
-        return made[-1]
-
-    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
-    yield made
 
 
 @pytest.mark.timeout(30)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec
 from vidpipe.capture import CaptureWorker
 from vidpipe.capture import source as capture_source
@@ -109,13 +110,6 @@ class Cameras:
 def _tag(frame: Frame) -> int:
     assert isinstance(frame.image, DeviceImage)
     return int(frame.image.nv12[0, 0])
-
-
-def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ decoder runs in tests/gpu/test_nvdec_gpu.py and tests/gpu/test_nvdec_daemon_gpu.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDecodeError, FakeDemuxer
 from vidpipe.capture import CaptureWorker
 from vidpipe.capture import source as capture_source
@@ -86,13 +86,6 @@ class Rig:
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, {"camera": self.cam.name, **labels})
         return value or 0.0
-
-
-def until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 @pytest.fixture
