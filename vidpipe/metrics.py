@@ -43,6 +43,7 @@ class CameraMetrics:
     reconnects: Counter
     e2e_latency: Histogram
     motion_ratio: Gauge
+    lag: Gauge
     dropped: dict[str, Counter]
     metrics: Metrics
     name: str
@@ -97,6 +98,13 @@ class Metrics:
             "vidpipe_motion_ratio",
             "Fraction of the last 100 due frames in which the motion gate saw motion "
             "(cameras with the gate on)",
+            ["camera"],
+            registry=r,
+        )
+        self.camera_lag = Gauge(
+            "vidpipe_camera_lag_seconds",
+            "How far a live camera's reader is behind its stream: wall time minus stream time "
+            "of the last frame read, above the least seen on this connection",
             ["camera"],
             registry=r,
         )
@@ -293,6 +301,7 @@ class Metrics:
                     reconnects=self.camera_reconnects.labels(camera=name),
                     e2e_latency=self.e2e_latency.labels(camera=name),
                     motion_ratio=self.motion_ratio.labels(camera=name),
+                    lag=self.camera_lag.labels(camera=name),
                     dropped={
                         r: self.frames_dropped.labels(camera=name, reason=r) for r in DROP_REASONS
                     },
@@ -311,6 +320,7 @@ class Metrics:
             (self.gpu_decode_errors, (name,)),
             *((self.camera_decoder, (name, d)) for d in ("pyav", "nvdec")),
             (self.motion_ratio, (name,)),
+            (self.camera_lag, (name,)),
             *((self.camera_state, (name, s.value)) for s in CameraState),
         ]:
             with contextlib.suppress(KeyError):  # never set, or already removed

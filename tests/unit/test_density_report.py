@@ -137,7 +137,9 @@ def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one
             }
         },
     }
+    result["info"]["camera_counters"]["after"]["ok"]["lag_s"] = 0.7
     verdict = judge(result, stream_fps=10.0)
+    assert verdict["worst_lag_s"] == 0.7
     assert not verdict["passes"]
     assert verdict["reasons"] == ["flaky captured 4.0 fps < stream 10 (2 reconnects)"]
     assert verdict["worst_capture_fps"] == 4.0

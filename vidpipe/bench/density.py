@@ -80,14 +80,15 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
         reasons.append(f"error: {result['error']}")
     counters = result.get("info", {}).get("camera_counters")
     window = result.get("window_s") or 0.0
-    worst_share, worst_capture = 1.0, float("inf")
+    worst_share, worst_capture, worst_lag = 1.0, float("inf"), 0.0
     if not counters or window <= 0:
         reasons.append("no camera counters")
     else:
         for name, after in counters["after"].items():
             before = counters["before"][name]
-            d = {k: after[k] - before[k] for k in after}
+            d = {k: after[k] - before.get(k, 0.0) for k in after}
             capture_fps = d["captured"] / window
+            worst_lag = max(worst_lag, after.get("lag_s", 0.0))  # behind the stream at the end
             worst_capture = min(worst_capture, capture_fps)
             due = d["captured"] - d["decimated"] - d.get("no_motion", 0.0)  # skipped on purpose
             share = min(1.0, (d["inferred"] + SLACK_FRAMES) / due) if due > 0 else 0.0
@@ -113,6 +114,7 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
         "p95_ms": p95,
         "worst_inferred_share": worst_share,
         "worst_capture_fps": None if worst_capture == float("inf") else worst_capture,
+        "worst_lag_s": worst_lag,
         "server_cpu_percent": result.get("server_cpu_percent"),
         "drops": result.get("info", {}).get("drops"),
         # where the process's CPU went (% of one core per thread group): capture readers

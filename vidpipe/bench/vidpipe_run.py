@@ -150,6 +150,7 @@ class VidpipeRun:
                 "decimated": dropped.pop("decimated"),
                 "no_motion": dropped.pop("no_motion"),
                 "dropped": sum(dropped.values()),
+                "lag_s": registry.get_sample_value("vidpipe_camera_lag_seconds", labels) or 0.0,
                 # reconnects (stalls, failed reads): a camera that captured too few frames
                 # lost them here, not to a slow decoder
                 "errors": sum(

@@ -69,6 +69,7 @@ class Session:
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
         self._skipping_source: Source | None = None  # the source ``skipped`` counts for
+        self._lag_base: float | None = None  # least wall minus stream time (``lag_s``)
         self.last_progress_s = now_s
 
     def finish(self, reason: str, detail: str) -> None:
@@ -79,6 +80,15 @@ class Session:
 
     def idle_s(self, now_s: float) -> float:
         return 0.0 if self.in_put else now_s - self.last_progress_s
+
+    def lag_s(self, now_s: float, media_s: float) -> float:
+        """How much later than the stream's own clock this frame was read, above the least
+        seen this session (that least is the network's and the camera's fixed delay; what
+        is left is how far the reader is behind)."""
+        offset = now_s - media_s
+        if self._lag_base is None or offset < self._lag_base:
+            self._lag_base = offset
+        return offset - self._lag_base
 
     def take_skipped(self) -> int:
         """Frames the source left undecoded since the last call (``capture/skipping.py``).

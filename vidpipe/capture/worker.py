@@ -485,6 +485,8 @@ class CaptureWorker:
             self._metrics.drop("decimated", skipped)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
+        if fps and self._mailbox.policy == "newest":  # live: the reader should keep pace
+            self._metrics.lag.set(session.lag_s(now, t_sched))
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
