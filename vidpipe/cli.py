@@ -93,11 +93,37 @@ def tune_malloc() -> dict[str, bool]:
     }
 
 
+SWITCH_INTERVAL_ENV = "VIDPIPE_SWITCH_INTERVAL_MS"
+#: How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
+#: Every capture reader takes the GIL back a few times a frame, after each libav call; with
+#: dozens of them, waits of up to 5 ms behind threads running Python left readers seconds
+#: behind their streams. 28 gated cameras on 2 cores, two runs each: the worst reader 2.0 s
+#: behind at 5 ms, 0.13-0.14 s at 1 ms (``vidpipe_camera_lag_seconds``; README, "Sizing a
+#: CPU box").
+SWITCH_INTERVAL_MS = 1.0
+
+
+def tune_process() -> dict[str, bool]:
+    """``tune_malloc``, and the GIL's switch interval (``SWITCH_INTERVAL_MS``, unless
+    ``VIDPIPE_SWITCH_INTERVAL_MS`` says otherwise); before any thread starts."""
+    applied = tune_malloc()
+    text = os.environ.get(SWITCH_INTERVAL_ENV)
+    try:
+        ms = float(text) if text else SWITCH_INTERVAL_MS
+    except ValueError:
+        raise SystemExit(f"{SWITCH_INTERVAL_ENV}={text!r}: not a number of milliseconds") from None
+    if not 0 < ms <= 1000:
+        raise SystemExit(f"{SWITCH_INTERVAL_ENV}={text!r}: must be above 0 and at most 1000")
+    sys.setswitchinterval(ms / 1000.0)
+    applied[SWITCH_INTERVAL_ENV] = not text
+    return applied
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from vidpipe.daemon import run
     from vidpipe.shard import resolve_shard
 
-    tune_malloc()
+    tune_process()
 
     cfg = load_config(args.config)
     shard = resolve_shard(args.shard)

@@ -78,7 +78,7 @@ class VidpipeRun:
     name = "vidpipe"
 
     def __init__(self, spec: PointSpec) -> None:
-        from vidpipe.cli import tune_malloc
+        from vidpipe.cli import tune_process
         from vidpipe.daemon import Daemon
 
         # As ``vidpipe run`` does, before the daemon starts a thread: without it the 1080p
@@ -86,7 +86,7 @@ class VidpipeRun:
         # conversion 5.0 ms of CPU a frame against 3.9 ms with it, OpenCV 4.2-4.4:
         # ``python -m benchmarks.decode_cost [--tune-malloc]``), so the bench measured a
         # daemon nobody runs. The worker is a fresh process per point.
-        tune_malloc()
+        tune_process()
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
         self.jsonl = Path(self._tmp.name) / "results.jsonl"
