@@ -94,13 +94,12 @@ def tune_malloc() -> dict[str, bool]:
 
 
 SWITCH_INTERVAL_ENV = "VIDPIPE_SWITCH_INTERVAL_MS"
-#: How long a thread may hold the GIL while another waits for it (Python's default: 5 ms).
-#: Every capture reader takes the GIL back a few times a frame, after each libav call; with
-#: dozens of them, waits of up to 5 ms behind threads running Python left readers seconds
-#: behind their streams. 28 gated cameras on 2 cores, two runs each: the worst reader 2.0 s
-#: behind at 5 ms, 0.13-0.14 s at 1 ms (``vidpipe_camera_lag_seconds``; README, "Sizing a
-#: CPU box").
-SWITCH_INTERVAL_MS = 1.0
+#: How long a thread may hold the GIL while another waits for it: Python's own 5 ms. 1 ms was
+#: tried for the capture readers, which take the GIL back a few times a frame; at 28-36 gated
+#: cameras on 2 cores it was no better (p95 205 against 138 ms at 28 cameras, 98 against
+#: 84 % inferred at 36: one run each, ``vidpipe bench --mode density``). The variable lets a
+#: run try another value (the GPU daemon's batcher waits for the GIL at every PyTorch call).
+SWITCH_INTERVAL_MS = 5.0
 
 
 def tune_process() -> dict[str, bool]:
