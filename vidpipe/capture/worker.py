@@ -479,9 +479,10 @@ class CaptureWorker:
         if fresh:
             session.last_progress_s = now
             self._last_frame_s = now
-        self._frame_times.extend([now] * (skipped + 1))
+        self._frame_times.append(now)
         self._metrics.captured.inc(skipped + 1)
-        if skipped:
+        if skipped:  # most frames: no list built, no extra counter call
+            self._frame_times.extend([now] * skipped)
             self._metrics.drop("decimated", skipped)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
