@@ -8,7 +8,10 @@
 #   golden: `vidpipe detect` through the stream set at f32 and f16, JSON lines kept in OUT_DIR
 #   (check them with tests/golden.py's rule at any margins).
 # Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all|daemon] [CAMERAS]
+#        scripts/gpu-tests.sh ASSETS_DIR OUT_DIR exec COMMAND [ARG...]
 #   daemon (not part of all): python -m vidpipe.bench.gpu_daemon, the daemon's camera count.
+#   exec: install and check the imports as for the tests, then run COMMAND with that
+#   environment (one device call that measures more than one thing); its exit code is ours.
 # The wheelhouse may come packed (`gpu-wheels.sh --pack`: WHEELS.tar.xz, which fits in one
 # 64 MiB carry with the tree); it is unpacked first.
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
@@ -16,7 +19,14 @@
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
 # failed; 3 an import failed.
 set -uo pipefail
-ASSETS=${1:?assets dir}; OUT=${2:?out dir}; WHAT=${3:-all}; CAMERAS=${4:-8,16,24,32,48,64}
+ASSETS=${1:?assets dir}; OUT=${2:?out dir}; WHAT=${3:-all}
+if [[ $WHAT == exec ]]; then
+  shift 3
+  (($#)) || { echo "usage: $0 ASSETS_DIR OUT_DIR exec COMMAND [ARG...]" >&2; exit 2; }
+  CAMERAS=
+else
+  CAMERAS=${4:-8,16,24,32,48,64}
+fi
 WHEELS=${WHEELS:-.whl}; SITE=${SITE:-/tmp/vidpipe-site}
 export VIDPIPE_ASSETS=$ASSETS PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -96,5 +106,8 @@ if [[ $WHAT == daemon ]]; then
     --labels "$ASSETS/models/coco80.txt" \
     --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
     --json "$OUT/gpu-daemon.jsonl" 2>&1 | tee "$OUT/gpu-daemon.log" || rc=1
+fi
+if [[ $WHAT == exec ]]; then
+  "$@" || rc=$?
 fi
 exit $rc
