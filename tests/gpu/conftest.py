@@ -53,4 +53,5 @@ def clip(assets_dir: Path) -> Path:
     """The H.264 clip the NVDEC tests decode: ``$VIDPIPE_GPU_CLIP`` (the 1080p25 clip of
     scripts/gpu-clip.sh), else the assets' car clip."""
     env = os.environ.get("VIDPIPE_GPU_CLIP")
-    return Path(env) if env else assets_dir / "videos" / "car-detection.mp4"
+    # absolute: the daemon tests run `vidpipe run` in a directory of their own
+    return Path(env).resolve() if env else assets_dir / "videos" / "car-detection.mp4"

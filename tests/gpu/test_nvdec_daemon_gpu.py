@@ -145,13 +145,21 @@ def test_daemon_runs_cpu_and_nvdec_cameras_with_the_same_detections_gpu(
     try:
 
         def both_done() -> bool:
+            if daemon.proc.poll() is not None:
+                pytest.fail(f"the daemon exited: {daemon.log()[-3000:]}")
             t = _try_scrape(port)
             return all(
                 metric(t, "vidpipe_camera_state", camera=c, state="stopped") == 1
                 for c in ("cpu", "gpu")
             )
 
-        wait_for(both_done, 400, "both file cameras at their end")
+        # 500 frames at 25 fps per camera: 20 s of clip; a slow start is minutes at worst.
+        try:
+            wait_for(both_done, 150, "both file cameras at their end")
+        except pytest.fail.Exception:
+            lines = _try_scrape(port).splitlines()
+            states = [ln for ln in lines if "camera_state" in ln and ln.endswith(" 1.0")]
+            pytest.fail(f"states: {states}\n{daemon.log()[-3000:]}")
         text = scrape(port)
         assert metric(text, "vidpipe_camera_decoder", camera="gpu", decoder="nvdec") == 1
         assert metric(text, "vidpipe_camera_decoder", camera="cpu", decoder="pyav") == 1
