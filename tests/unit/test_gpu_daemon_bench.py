@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,95 @@ def test_shards_pool_into_one_point_worst_camera_one_histogram_summed_cores() ->
     assert point["drops"] == {"overwritten": 6}
     late = _raw([0.98], {0.05: 10.0, 0.1: 10.0, 0.2: 10.0, inf: 10.0}, 0.1)
     assert summarise("nvdec", 3, [fast, late])["holds"] is False  # one camera below 99 %
+
+
+def test_snapshot_reads_every_camera_in_one_pass_as_get_sample_value_would() -> None:
+    from vidpipe.bench.gpu_daemon import _snapshot
+    from vidpipe.metrics import Metrics
+
+    metrics = Metrics()
+    for i in range(5):
+        metrics.frames_captured.labels(camera=f"cam{i}").inc(10 * i + 1)
+        metrics.frames_inferred.labels(camera=f"cam{i}").inc(9 * i)
+        metrics.e2e_latency.labels(camera=f"cam{i}").observe(0.03 * (i + 1))
+    metrics.frames_dropped.labels(camera="cam1", reason="overwritten").inc(4)
+    metrics.frames_dropped.labels(camera="cam3", reason="overwritten").inc(2)
+    metrics.frames_captured.labels(camera="other").inc(99)  # not one of the bench's cameras
+    for n in (8, 24):
+        metrics.batch_size.observe(n)
+    metrics.inference_latency.observe(0.25)
+    reg = metrics.registry
+    calls: list[int] = []
+    collect = reg.collect
+
+    def counted_collect() -> Any:
+        calls.append(1)
+        return collect()
+
+    reg.collect = counted_collect  # type: ignore[method-assign]
+
+    got = _snapshot(reg, 5)
+
+    assert len(calls) == 1, "one collect of the registry, whatever the camera count"
+    reg.collect = collect  # type: ignore[method-assign]
+    for i in range(5):
+        labels = {"camera": f"cam{i}"}
+        assert got["cams"][i] == {
+            "captured": reg.get_sample_value("vidpipe_frames_captured_total", labels),
+            "inferred": reg.get_sample_value("vidpipe_frames_inferred_total", labels),
+        }
+    assert got["drops"] == {"overwritten": 6.0}
+    assert (got["batches"], got["frames"]) == (2.0, 32.0)
+    assert (got["infers"], got["infer_s"]) == (1.0, 0.25)
+    assert got["buckets"][float("inf")] == 5.0 and got["buckets"][0.05] == 1.0
+
+
+def _fake_mps_control(tmp_path: Path) -> Path:
+    """A stand-in for the driver's nvidia-cuda-mps-control: it logs its arguments, what it
+    read on stdin and the pipe directory it was given."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "nvidia-cuda-mps-control"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -d ]; then echo "start $CUDA_MPS_PIPE_DIRECTORY" >> "$MPS_FAKE_LOG";\n'
+        'else echo "stdin $(cat) $CUDA_MPS_PIPE_DIRECTORY" >> "$MPS_FAKE_LOG"; fi\n'
+    )
+    fake.chmod(0o755)
+    return bindir
+
+
+def test_mps_starts_for_the_run_with_a_private_pipe_then_quits_fake_mps_control(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from vidpipe.bench.gpu_daemon import mps_for_the_run
+
+    log = tmp_path / "mps.log"
+    monkeypatch.setenv("PATH", f"{_fake_mps_control(tmp_path)}:{os.environ['PATH']}")
+    monkeypatch.setenv("MPS_FAKE_LOG", str(log))
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    with mps_for_the_run(True):
+        pipe = os.environ["CUDA_MPS_PIPE_DIRECTORY"]  # what the shards' processes inherit
+        assert Path(pipe).is_dir() and "vidpipe-mps-" in pipe
+        assert log.read_text().split() == ["start", pipe]
+    assert log.read_text().splitlines()[1].split() == ["stdin", "quit", pipe]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ, "the run's setting does not outlive it"
+    assert not Path(pipe).exists()
+    with mps_for_the_run(False):  # off: nothing is started
+        assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_mps_without_the_driver_tool_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vidpipe.bench.gpu_daemon import mps_for_the_run
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with (
+        pytest.raises(SystemExit, match="nvidia-cuda-mps-control is not on PATH"),
+        mps_for_the_run(True),
+    ):
+        pass
