@@ -29,7 +29,11 @@ _INFERENCE_SECTIONS = ("model", "inference", "scheduler")
 
 def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
     """The enabled cameras this process runs, by name, in config order."""
-    return {c.name: c for c in cfg.cameras if c.enabled and (shard is None or shard.owns(c.name))}
+    enabled = {c.name: c for c in cfg.cameras if c.enabled}
+    if shard is None:
+        return enabled
+    balanced = cfg.sharding.assignment == "balanced"
+    return {name: enabled[name] for name in shard.select(list(enabled), balanced)}
 
 
 def _restart_part(cam: CameraConfig) -> CameraConfig:

@@ -147,6 +147,11 @@ CASES: list[tuple[str, str, list[str]]] = [
         ["capture.nvdec_group_size (line 7)", "less than or equal to 64"],
     ),
     ("type-literal", BASE + "logging:\n  level: TRACE\n", ["logging.level (line 7)", "DEBUG"]),
+    (
+        "sharding-assignment",
+        BASE + "sharding:\n  assignment: even\n",
+        ["sharding.assignment (line 7)", "'rendezvous' or 'balanced'"],
+    ),
     ("type-classes", BASE + "    classes: [[1]]\n", ["cameras[0].classes[0] (line 6)", " or "]),
     ("type-path", "model:\n  path: [a]\n", ["model.path (line 2)"]),
     ("out-of-range-port", BASE + "http:\n  port: 70000\n", ["http.port (line 7)", "65535"]),

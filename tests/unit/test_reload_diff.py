@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from vidpipe.config import Config, ConfigError
-from vidpipe.reload import diff_configs, effective_config, with_http_port
+from vidpipe.reload import active_cameras, diff_configs, effective_config, with_http_port
 from vidpipe.shard import Shard
 
 
@@ -98,3 +98,17 @@ def test_editing_zones_lines_or_tracking_restarts_no_camera() -> None:
     # the same edit together with a capture setting still restarts that camera
     moved = cfg([{**A, "lines": [line], "url": "rtsp://h/a2"}, B])
     assert diff_configs(old, moved).restart == ("a",)
+
+
+def test_balanced_sharding_splits_the_enabled_cameras_evenly_and_a_switch_reassigns() -> None:
+    cams = [{"name": f"cam{i}", "url": f"rtsp://h/{i}"} for i in range(12)]
+    cams.append({"name": "off", "url": "rtsp://h/off", "enabled": False})
+    rendezvous = cfg(cams)
+    balanced = cfg(cams, sharding={"assignment": "balanced"})
+    sizes = [len(active_cameras(balanced, Shard(i, 3))) for i in range(3)]
+    assert sizes == [4, 4, 4], "a disabled camera takes no room"
+    assert all("off" not in active_cameras(balanced, Shard(i, 3)) for i in range(3))
+    shard = Shard(0, 3)
+    d = diff_configs(rendezvous, balanced, shard)  # a reload that switches the assignment
+    assert set(d.keep) | set(d.start) == set(active_cameras(balanced, shard))
+    assert set(d.keep) | set(d.stop) == set(active_cameras(rendezvous, shard))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidpipe.config import ConfigError
-from vidpipe.shard import Shard, owner, parse_shard, resolve_shard
+from vidpipe.shard import Shard, balanced_owners, owner, parse_shard, resolve_shard
 
 CAMERAS = [f"cam-{i:04d}" for i in range(2000)]
 
@@ -81,3 +81,36 @@ def test_resolve_shard(arg: str | None, env: dict[str, str], expected: Shard | N
 def test_resolve_shard_errors(env: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         resolve_shard(None, env)
+
+
+@pytest.mark.parametrize(("cameras", "count"), [(120, 3), (120, 4), (160, 4), (7, 3), (2, 5)])
+def test_balanced_shards_differ_by_at_most_one_camera(cameras: int, count: int) -> None:
+    names = [f"cam{i}" for i in range(cameras)]
+    sizes = [len(Shard(i, count).select(names, balanced=True)) for i in range(count)]
+    assert sum(sizes) == cameras
+    assert max(sizes) - min(sizes) <= 1, sizes
+    if cameras >= 3 * count:  # rendezvous alone is uneven here, which is the point
+        rendezvous = [len(Shard(i, count).select(names)) for i in range(count)]
+        assert max(rendezvous) - min(rendezvous) > 1, rendezvous
+
+
+def test_balanced_assignment_is_the_same_in_every_process_whatever_the_order() -> None:
+    names = CAMERAS[:300]
+    for count in (2, 3, 5):
+        owners = balanced_owners(names, count)
+        assert owners == balanced_owners(names[::-1], count)
+        for i in range(count):  # each camera in exactly one shard, in config order
+            picked = Shard(i, count).select(names, balanced=True)
+            assert picked == [n for n in names if owners[n] == i]
+
+
+def test_balanced_keeps_most_cameras_where_rendezvous_puts_them() -> None:
+    # With room for every camera's first choice but the overflow, most keep the shard their
+    # name alone gives them; one added camera moves only a few of the others.
+    names = CAMERAS[:400]
+    owners = balanced_owners(names, 4)
+    same = sum(owners[n] == owner(n, 4) for n in names)
+    assert same > 0.8 * len(names), same
+    grown = balanced_owners([*names, "one-more"], 4)
+    moved = [n for n in names if grown[n] != owners[n]]
+    assert len(moved) < 0.05 * len(names), moved

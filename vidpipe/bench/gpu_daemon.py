@@ -65,6 +65,7 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
             "model": {"path": str(args.model), "labels": str(args.labels)},
             "inference": inference,
             "capture": {"decoder": decoder, "nvdec_group_size": args.nvdec_group_size},
+            "sharding": {"assignment": args.shard_assignment},
             "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
             "logging": {"level": "WARNING"},
             "sinks": [{"type": "jsonl", "path": str(jsonl), "only_with_detections": True}],
@@ -203,7 +204,10 @@ def measure(
             )
         finally:
             daemon.shutdown()
-    mine = range(cameras) if shard is None else (i for i in range(cameras) if shard.owns(f"cam{i}"))
+    names = [f"cam{i}" for i in range(cameras)]
+    if shard is not None:  # the cameras the daemon ran, as Daemon chose them
+        names = shard.select(names, cfg.sharding.assignment == "balanced")
+    mine = (int(name[len("cam") :]) for name in names)
     shares = []
     for i in mine:
         b, a = before["cams"][i], after["cams"][i]
@@ -377,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="daemons sharing the GPU, each running its shard of the cameras (as "
         "`vidpipe run --shard i/n` under vidpipe@.service)",
+    )
+    p.add_argument(
+        "--shard-assignment",
+        choices=("rendezvous", "balanced"),
+        default="rendezvous",
+        help="sharding.assignment of the daemons (balanced: shards differ by one camera)",
     )
     p.add_argument(
         "--mps",

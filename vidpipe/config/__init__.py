@@ -39,6 +39,7 @@ from vidpipe.config.schema import (
     LoggingConfig,
     MotionConfig,
     SchedulerConfig,
+    ShardingConfig,
 )
 from vidpipe.config.sinks import (
     JsonlSinkConfig,
@@ -83,6 +84,7 @@ __all__ = [
     "OpenVINOConfig",
     "Point",
     "SchedulerConfig",
+    "ShardingConfig",
     "SinkConfig",
     "SinkConfigBase",
     "SnapshotSinkConfig",

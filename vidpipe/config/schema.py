@@ -28,6 +28,17 @@ class SchedulerConfig(ConfigModel):
     )
 
 
+class ShardingConfig(ConfigModel):
+    """How ``vidpipe run --shard i/n`` splits the cameras between processes."""
+
+    assignment: Literal["rendezvous", "balanced"] = Field(
+        "rendezvous",
+        description="rendezvous: each camera by its name alone (adding a camera moves no "
+        "other); balanced: shards differ by at most one camera (an added camera may move a "
+        "few others)",
+    )
+
+
 Decoder = Literal["pyav", "nvdec"]
 """A capture decoder: the key of its source in ``vidpipe.capture.source.SOURCES``."""
 
@@ -220,6 +231,7 @@ class Config(ConfigModel):
     model: ModelConfig
     inference: InferenceConfig = Field(default_factory=OpenVINOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    sharding: ShardingConfig = Field(default_factory=ShardingConfig)
     capture: CaptureConfig = Field(default_factory=CaptureConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
