@@ -145,7 +145,27 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"  - {redact.redact_text(p)}", file=sys.stderr)
         return EXIT_CONFIG
     print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {cfg.model.path.name})")
+    if args.shards:
+        _print_shards(cfg, args.shards)
     return EXIT_OK
+
+
+def _shard_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a shard count of at least 1, got {text!r}")
+    return int(text)
+
+
+def _print_shards(cfg: Config, count: int) -> None:
+    """Which cameras each of ``count`` shards runs (``vidpipe run --shard i/count``): the
+    daemon's own split (``reload.active_cameras``), so an operator sizes shards before start."""
+    from vidpipe.reload import active_cameras
+    from vidpipe.shard import Shard
+
+    print(f"{count} shards, sharding.assignment: {cfg.sharding.assignment}")
+    for i in range(count):
+        names = list(active_cameras(cfg, Shard(i, count)))
+        print(f"  shard {i}/{count}: {len(names)} camera(s): {', '.join(names) or '-'}")
 
 
 # ---------------------------------------------------------------------------------- detect
@@ -303,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("check", help="validate the config and the model, start nothing")
     p.add_argument("--config", "-c", required=True)
+    p.add_argument(
+        "--shards",
+        type=_shard_count,
+        metavar="N",
+        help="also list the cameras each of N shards would run (vidpipe run --shard i/N)",
+    )
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("detect", help="detect objects in images or video files, JSON lines out")
     p.add_argument("--config", "-c")

@@ -193,3 +193,24 @@ def test_check_refuses_unknown_zone_and_line_classes(assets_dir: Path, tmp_path:
     assert "cameras[0].zones[0].classes[0] (cam): unknown class 'persn'" in proc.stderr
     assert "did you mean 'person'?" in proc.stderr
     assert "cameras[0].lines[0].classes[0] (cam): class id 99 out of range 0..79" in proc.stderr
+
+
+def test_check_lists_what_each_shard_runs_balanced_or_not(assets_dir: Path, tmp_path: Path) -> None:
+    cfg = _config(assets_dir)
+    clip = cfg["cameras"][0]["url"]
+    cfg["cameras"] = [{"name": f"cam{i}", "url": clip} for i in range(12)]
+    path = tmp_path / "shards.yaml"
+    for assignment, sizes in (("rendezvous", None), ("balanced", [4, 4, 4])):
+        path.write_text(yaml.safe_dump({**cfg, "sharding": {"assignment": assignment}}))
+        proc = vidpipe("check", "--config", str(path), "--shards", "3")
+        assert proc.returncode == 0, proc.stderr
+        lines = [ln for ln in proc.stdout.splitlines() if "shard " in ln]
+        assert len(lines) == 3 and f"assignment: {assignment}" in proc.stdout
+        listed = [ln.split(": ", 2)[2].split(", ") for ln in lines]
+        assert sorted(n for names in listed for n in names) == sorted(
+            c["name"] for c in cfg["cameras"]
+        ), "every camera in exactly one shard"
+        if sizes:
+            assert [len(names) for names in listed] == sizes
+    bad = vidpipe("check", "--config", str(path), "--shards", "0")
+    assert bad.returncode == 2 and "shard count of at least 1" in bad.stderr
