@@ -15,7 +15,9 @@
 # The wheelhouse may come packed (`gpu-wheels.sh --pack`: WHEELS.tar.xz, which fits in one
 # 64 MiB carry with the tree); it is unpacked first.
 # Environment: WHEELS (default .whl), SITE (install target, default /tmp/vidpipe-site),
-#   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip).
+#   PYTEST_ARGS (what pytest runs, default tests/gpu), VIDPIPE_GPU_CLIP (1080p clip),
+#   GPU_DAEMON_ARGS (more options of gpu_daemon, e.g. "--decoders nvdec --processes 3 --mps
+#   --shard-assignment balanced").
 # Exit code: 0 all passed; 1 a test, golden run or benchmark failed; 2 the wheel install
 # failed; 3 an import failed.
 set -uo pipefail
@@ -102,10 +104,11 @@ if [[ $WHAT == bench || $WHAT == all ]]; then
 fi
 if [[ $WHAT == daemon ]]; then
   # the daemon itself: real-time looping cameras, nvdec against pyav, GPU pre/postprocessing
+  # shellcheck disable=SC2086
   python3 -m vidpipe.bench.gpu_daemon --model "$ASSETS/models/yolox_nano.onnx" \
     --labels "$ASSETS/models/coco80.txt" \
     --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
-    --json "$OUT/gpu-daemon.jsonl" 2>&1 | tee "$OUT/gpu-daemon.log" || rc=1
+    ${GPU_DAEMON_ARGS:-} --json "$OUT/gpu-daemon.jsonl" 2>&1 | tee "$OUT/gpu-daemon.log" || rc=1
 fi
 if [[ $WHAT == exec ]]; then
   "$@" || rc=$?
