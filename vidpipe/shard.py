@@ -13,9 +13,10 @@ Where every process holds a hard number of cameras (one GIL drives at most about
 cameras on the H200), the largest shard sets the count. ``sharding.assignment: balanced``
 bounds the load instead (consistent hashing with bounded loads, Mirrokni, Thorup and
 Zadimoghaddam 2018): the cameras, in name order, each take the highest-scoring shard that still
-has room for ``ceil(cameras / n)``. Shards then differ by at most one camera, at the price of
-the name-only property: the assignment depends on the whole list of enabled cameras, so
-adding one may move a few others. Every process reads the same config, so they agree.
+has room (each shard holds ``cameras // n``, and ``cameras % n`` of them one more). Shards then
+differ by at most one camera, at the price of the name-only property: the assignment depends on
+the whole list of enabled cameras, so adding one may move a few others. Every process reads the
+same config, so they agree.
 
 Where the shard comes from, first match wins:
 
@@ -53,12 +54,16 @@ def balanced_owners(cameras: Iterable[str], count: int) -> dict[str, int]:
     if count < 1:
         raise ValueError(f"shard count must be at least 1, got {count}")
     names = sorted(set(cameras))  # the order in the YAML must not matter
-    room = -(-len(names) // count)  # ceil
+    # Every shard holds `base` cameras and `extra` of them one more: a cap of ceil(N / n)
+    # alone could leave 7 cameras in 3 shards as 3, 3 and 1.
+    base, extra = divmod(len(names), count)
     load = [0] * count
     owners: dict[str, int] = {}
     for name in names:
         ranked = sorted(range(count), key=lambda i: _score(i, name), reverse=True)
-        shard = next(i for i in ranked if load[i] < room)
+        shard = next(i for i in ranked if load[i] < base or (load[i] == base and extra > 0))
+        if load[shard] == base:
+            extra -= 1
         load[shard] += 1
         owners[name] = shard
     return owners

@@ -114,3 +114,15 @@ def test_balanced_keeps_most_cameras_where_rendezvous_puts_them() -> None:
     grown = balanced_owners([*names, "one-more"], 4)
     moved = [n for n in names if grown[n] != owners[n]]
     assert len(moved) < 0.05 * len(names), moved
+
+
+def test_balanced_sizes_for_every_small_camera_and_shard_count() -> None:
+    # a plain cap of ceil(N / n) can leave one shard short (7 in 3 as 3, 3, 1)
+    for cameras in range(41):
+        names = [f"door-{i}" for i in range(cameras)]
+        for count in range(1, 8):
+            owners = balanced_owners(names, count)
+            sizes = [sum(1 for s in owners.values() if s == i) for i in range(count)]
+            assert sorted(sizes) == sorted(
+                [cameras // count + (i < cameras % count) for i in range(count)]
+            ), (cameras, count, sizes)
