@@ -108,13 +108,13 @@ def test_snapshot_reads_every_camera_in_one_pass_as_get_sample_value_would() -> 
 
     reg.collect = counted_collect  # type: ignore[method-assign]
 
-    got = _snapshot(reg, 5)
+    got = _snapshot(reg, [f"cam{i}" for i in range(5)])
 
     assert len(calls) == 1, "one collect of the registry, whatever the camera count"
     reg.collect = collect  # type: ignore[method-assign]
     for i in range(5):
         labels = {"camera": f"cam{i}"}
-        assert got["cams"][i] == {
+        assert got["cams"][f"cam{i}"] == {
             "captured": reg.get_sample_value("vidpipe_frames_captured_total", labels),
             "inferred": reg.get_sample_value("vidpipe_frames_inferred_total", labels),
         }

@@ -33,11 +33,12 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from vidpipe.config import Config
+from vidpipe.config import Config, ShardingConfig
+from vidpipe.reload import active_cameras
 from vidpipe.shard import Shard
 
 HOLD_SHARE = 0.99
@@ -86,7 +87,7 @@ _PER_CAMERA = {
 }
 
 
-def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
+def _snapshot(registry: Any, cameras: Iterable[str]) -> dict[str, Any]:
     """Counters of every camera, the latency buckets, drops by reason and the batch and
     inference histograms' sums, in one pass over the registry.
 
@@ -95,16 +96,15 @@ def _snapshot(registry: Any, cameras: int) -> dict[str, Any]:
     both edges of the window (the CPU density bench had the same flaw: its readers stalled,
     then handed over frames in bursts that overwrote each other).
     """
-    index = {f"cam{i}": i for i in range(cameras)}
-    cams = [{"captured": 0.0, "inferred": 0.0} for _ in range(cameras)]
+    cams = {name: {"captured": 0.0, "inferred": 0.0} for name in cameras}
     out: dict[str, Any] = {"cams": cams, "buckets": {}, "drops": {}}
     out.update(dict.fromkeys(_TOTALS.values(), 0.0))
     for metric in registry.collect():
         for s in metric.samples:
             if s.name in _PER_CAMERA:
-                i = index.get(s.labels.get("camera", ""))
-                if i is not None:
-                    cams[i][_PER_CAMERA[s.name]] += s.value
+                row = cams.get(s.labels.get("camera", ""))
+                if row is not None:
+                    row[_PER_CAMERA[s.name]] += s.value
             elif s.name == "vidpipe_end_to_end_latency_seconds_bucket":
                 le = float(s.labels["le"])
                 out["buckets"][le] = out["buckets"].get(le, 0.0) + s.value
@@ -184,6 +184,7 @@ def measure(
     sample_gpu = args.inference == "torch" and (shard is None or shard.index == 0)
     with tempfile.TemporaryDirectory(prefix="vidpipe-gpu-daemon-") as tmp:
         cfg = point_config(args, decoder, cameras, Path(tmp) / "results.jsonl")
+        mine = list(active_cameras(cfg, shard))  # as the daemon picks them
         daemon = Daemon(cfg, shard=shard)
         daemon.start()
         try:
@@ -191,12 +192,12 @@ def measure(
                 barrier.wait(timeout=300)  # every shard's model is loaded: warm up together
             time.sleep(args.warmup)
             registry = daemon.metrics.registry
-            before, cpu0, t0 = _snapshot(registry, cameras), time.process_time(), time.time()
+            before, cpu0, t0 = _snapshot(registry, mine), time.process_time(), time.time()
             threads0 = thread_cpu()
             # dmon samples the whole GPU: the first shard's window speaks for every shard's
             dmon = start_dmon(args.device) if sample_gpu else None
             time.sleep(args.window)
-            after, cpu1, t1 = _snapshot(registry, cameras), time.process_time(), time.time()
+            after, cpu1, t1 = _snapshot(registry, mine), time.process_time(), time.time()
             threads1 = thread_cpu()
             utilisation = stop_dmon(dmon)
             memory = registry.get_sample_value(
@@ -204,13 +205,9 @@ def measure(
             )
         finally:
             daemon.shutdown()
-    names = [f"cam{i}" for i in range(cameras)]
-    if shard is not None:  # the cameras the daemon ran, as Daemon chose them
-        names = shard.select(names, cfg.sharding.assignment == "balanced")
-    mine = (int(name[len("cam") :]) for name in names)
     shares = []
-    for i in mine:
-        b, a = before["cams"][i], after["cams"][i]
+    for name in mine:
+        b, a = before["cams"][name], after["cams"][name]
         captured = a["captured"] - b["captured"]
         shares.append((a["inferred"] - b["inferred"]) / captured if captured else 0.0)
     return {
@@ -384,8 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--shard-assignment",
-        choices=("rendezvous", "balanced"),
-        default="rendezvous",
+        choices=get_args(ShardingConfig.model_fields["assignment"].annotation),
+        default=ShardingConfig().assignment,
         help="sharding.assignment of the daemons (balanced: shards differ by one camera)",
     )
     p.add_argument(
