@@ -55,6 +55,14 @@ def test_members_take_turns_in_order_and_each_runs_to_its_end() -> None:
 
     a = _serve_in_thread(group, "a", gated(_counting_step(log, "a", 4)), threading.Event())
     b = _serve_in_thread(group, "b", _counting_step(log, "b", 2), threading.Event())
+    # a's first step holds the group thread; release it only once b waits for its turn, or
+    # a loaded machine can let a run all its steps before b's thread has joined the group
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        with group._lock:
+            if any(entry[2].name == "b" for entry in group._due):
+                break
+        time.sleep(0.001)
     start.set()
     for thread, result in (a, b):
         thread.join(5.0)
