@@ -51,10 +51,11 @@ def _decoder_camera(clip: str) -> Callable[[], Any]:
 
 
 def _threaded_camera(clip: str, buffer_size: int) -> Callable[[], Any]:
-    import PyNvVideoCodec as nvc
     import torch
 
-    decoder = nvc.ThreadedDecoder(clip, buffer_size, gpu_id=0, use_device_memory=True)
+    from vidpipe.capture.nvdec import load_codec
+
+    decoder = load_codec().ThreadedDecoder(clip, buffer_size, gpu_id=0, use_device_memory=True)
 
     def read() -> Any:
         frames = decoder.get_batch_frames(1)
