@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vidpipe.preprocess.buffers import allocations, input_buffer
-from vidpipe.preprocess.letterbox import letterbox, letterbox_geometry
+from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox, letterbox_geometry
 from vidpipe.types import TensorSpec
 
 
@@ -56,6 +56,27 @@ def test_f32_nchw_buffer_matches_u8() -> None:
     img = rng.integers(0, 255, (432, 768, 3), dtype=np.uint8)
     buf.fill(img)
     np.testing.assert_array_equal(buf.tensor[0], buf.hwc.transpose(2, 0, 1).astype(np.float32))
+
+
+def test_f32_conversion_splits_channels_into_the_buffers_own_planes() -> None:
+    """The split goes through scratch the buffer made once; a second frame reuses it."""
+    buf = input_buffer(TensorSpec("x", (1, 3, 64, 64), "f32", "NCHW"), 0)
+    planes = [id(p) for p in buf.planes]
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        buf.fill(rng.integers(0, 255, (64, 64, 3), dtype=np.uint8))
+        expected = buf.hwc.transpose(2, 0, 1).astype(np.float32)
+        np.testing.assert_array_equal(buf.tensor[0], expected)
+        for channel, plane in enumerate(buf.planes):
+            np.testing.assert_array_equal(plane, buf.hwc[:, :, channel])
+    assert [id(p) for p in buf.planes] == planes
+
+
+def test_f32_conversion_without_scratch_planes() -> None:
+    src = np.random.default_rng(2).integers(0, 255, (40, 30, 3), dtype=np.uint8)
+    dst = np.zeros((3, 40, 30), np.float32)
+    hwc_to_chw_float(src, dst)
+    np.testing.assert_array_equal(dst, src.transpose(2, 0, 1).astype(np.float32))
 
 
 def test_u8_buffer_letterboxes_straight_into_the_memory_it_is_given() -> None:

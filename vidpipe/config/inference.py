@@ -59,8 +59,15 @@ class OpenVINOConfig(InferenceConfigBase):
         "throughput hint (twice the device's concurrency), 1 x with the latency hint",
     )
     num_streams: int | None = Field(None, ge=1, description="override NUM_STREAMS")
+    # Off by default: the conversion in the graph (u8 NHWC -> f32 NCHW by OpenVINO's
+    # PrePostProcessor) cost OpenVINO's threads 0.6-0.8 ms a frame more than it saved the
+    # scheduler on 2-core bf16 machines, where the channel split and widening in
+    # ``hwc_to_chw_float`` take 0.07 ms; 7 of 8 paired points of ``vidpipe bench --contenders
+    # naive,vidpipe,vidpipe-f32nchw`` were faster without it (README "Performance").
     preprocess_in_graph: bool = Field(
-        True, description="u8 NHWC input; layout and u8->f32 conversion done by OpenVINO"
+        False,
+        description="u8 NHWC input, the layout and u8->f32 conversion done by OpenVINO in the "
+        "graph; off: the scheduler writes f32 NCHW",
     )
 
 

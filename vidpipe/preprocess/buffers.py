@@ -43,6 +43,7 @@ class InputBuffer:
     hwc: npt.NDArray[np.uint8]
     tensor: np.ndarray
     device: DeviceImage | None = None
+    planes: tuple[npt.NDArray[np.uint8], ...] = ()  # f32 tensors: the channel split's scratch
 
     def fill(self, image: Image) -> Letterbox:
         """Letterbox ``image`` into this buffer and convert it to the tensor layout.
@@ -60,7 +61,7 @@ class InputBuffer:
         self.device = None
         lb = letterbox_into(image, self.hwc)
         if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
-            hwc_to_chw_float(self.hwc, self.tensor[0])
+            hwc_to_chw_float(self.hwc, self.tensor[0], self.planes)
         return lb
 
 
@@ -88,5 +89,6 @@ def input_buffer(spec: TensorSpec, index: int, tensor: np.ndarray | None = None)
             f"{tensor.dtype} {list(tensor.shape)}"
         )
     hwc = tensor[0] if dtype is np.uint8 else np.full((h, w, 3), 114, np.uint8)
+    planes = () if dtype is np.uint8 else tuple(np.empty((h, w), np.uint8) for _ in range(3))
     _allocations += 1
-    return InputBuffer(index=index, hwc=hwc, tensor=tensor)
+    return InputBuffer(index=index, hwc=hwc, tensor=tensor, planes=planes)
