@@ -32,6 +32,7 @@ LABELS = {
     "vidpipe-2req": "vidpipe, 2 requests (A/B)",
     "vidpipe-4req": "vidpipe, 4 requests, no in-flight cap (A/B)",
     "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
+    "vidpipe-ingraph": "vidpipe, u8 NHWC input converted in the graph (A/B)",
     "vidpipe-nolive": "vidpipe, live view off (A/B)",
     **variants.LABELS,
 }
