@@ -65,7 +65,11 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
         {
             "model": {"path": str(args.model), "labels": str(args.labels)},
             "inference": inference,
-            "capture": {"decoder": decoder, "nvdec_group_size": args.nvdec_group_size},
+            "capture": {
+                "decoder": decoder,
+                "nvdec_group_size": args.nvdec_group_size,
+                "nvdec_prefetch": args.nvdec_prefetch,
+            },
             "sharding": {"assignment": args.shard_assignment},
             "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
             "logging": {"level": "WARNING"},
@@ -370,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="capture.nvdec_group_size: nvdec cameras read per thread (1: a thread each)",
     )
+    p.add_argument(
+        "--nvdec-prefetch",
+        type=int,
+        default=0,
+        help="capture.nvdec_prefetch: frames decoded ahead on PyNvVideoCodec's own thread "
+        "(0: decode on the camera's thread)",
+    )
     p.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
     p.add_argument("--window", type=float, default=15.0, help="measurement window, seconds")
     p.add_argument(
@@ -400,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
             for decoder in decoders:
                 point = run_point(args, decoder, n)
                 point["nvdec_group_size"] = args.nvdec_group_size  # 1: a thread per camera
+                point["nvdec_prefetch"] = args.nvdec_prefetch
                 point["mps"] = args.mps
                 print(json.dumps(point), flush=True)
                 out.write(json.dumps(point) + "\n")

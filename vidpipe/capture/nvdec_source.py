@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
+from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
 from vidpipe.metrics import Metrics
@@ -213,7 +214,8 @@ class NvdecSource:
 
     Args:
         camera: the camera's config (``gpu`` picks the device, default 0).
-        defaults: the shared capture settings (unused: NVDEC has no per-camera options yet).
+        defaults: the shared capture settings (``nvdec_prefetch``: file cameras decode
+            ahead on PyNvVideoCodec's own thread, ``PrefetchNvdecReader``).
         reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
         own_copy: copies a decoded surface into memory the frame owns; returns the copy and
             the CUDA event that marks it complete (default ``DecoderStream.own_copy``).
@@ -226,11 +228,11 @@ class NvdecSource:
         camera: CameraConfig,
         defaults: CaptureConfig,
         *,
-        reader: NvdecReader | None = None,
+        reader: NvdecReader | PrefetchNvdecReader | None = None,
         own_copy: Callable[[Any], tuple[Any, Any]] | None = None,
         cuda: Callable[[int], DecoderStream] = DecoderStream,
     ) -> None:
-        del defaults
+        self._prefetch = 0 if camera.is_stream else defaults.nvdec_prefetch
         self.packet_listener: PacketListener | None = None
         self.gpu = 0 if camera.gpu is None else camera.gpu
         self._url = camera.url
@@ -256,18 +258,20 @@ class NvdecSource:
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
 
-    def _open_reader(self) -> NvdecReader:
+    def _open_reader(self) -> NvdecReader | PrefetchNvdecReader:
         """The reader, made on first open (on the camera's thread) in the primary context."""
         if self._reader is None:
             try:
                 self._cuda = self._make_cuda(self.gpu)
             except (NvdecError, RuntimeError) as exc:
                 raise SourceError("open_failed", f"CUDA on GPU {self.gpu}: {exc}") from None
-            self._reader = NvdecReader(
-                self._url,
-                gpu=self.gpu,
-                cuda_context=self._cuda.context,
-                cuda_stream=self._cuda.handle,
+            context, stream = self._cuda.context, self._cuda.handle
+            self._reader = (
+                PrefetchNvdecReader(
+                    self._url, self._prefetch, self.gpu, cuda_context=context, cuda_stream=stream
+                )
+                if self._prefetch
+                else NvdecReader(self._url, self.gpu, cuda_context=context, cuda_stream=stream)
             )
             if self._own_copy is None:
                 self._own_copy = self._cuda.own_copy

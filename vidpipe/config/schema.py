@@ -100,6 +100,14 @@ class CaptureConfig(ConfigModel):
         "each). Fewer threads wait less for Python's GIL (README, Frames on the GPU); live "
         "streams always keep a thread each",
     )
+    nvdec_prefetch: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="nvdec file cameras: frames PyNvVideoCodec's ThreadedDecoder decodes "
+        "ahead on a C++ thread of its own, off the GIL the batcher needs (0: decode on the "
+        "camera's thread). Live streams always decode on their camera's thread",
+    )
     analyze_duration_ms: int = Field(
         500,
         ge=0,
