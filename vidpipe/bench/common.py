@@ -25,6 +25,7 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-4req": {"num_requests": 4},
     "vidpipe-f32nchw": {"preprocess_in_graph": False},  # numpy u8 -> f32 NCHW, no PPP
     "vidpipe-ingraph": {"preprocess_in_graph": True},  # u8 NHWC, converted by OpenVINO
+    "vidpipe-norewrite": {"graph_rewrites": False},  # the model as given (Focus slices kept)
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }
 #: contender name -> ``http.live`` section overrides.

@@ -33,6 +33,7 @@ LABELS = {
     "vidpipe-4req": "vidpipe, 4 requests, no in-flight cap (A/B)",
     "vidpipe-f32nchw": "vidpipe, numpy f32 NCHW input (A/B)",
     "vidpipe-ingraph": "vidpipe, u8 NHWC input converted in the graph (A/B)",
+    "vidpipe-norewrite": "vidpipe, the model's graph as given, no rewrites (A/B)",
     "vidpipe-nolive": "vidpipe, live view off (A/B)",
     **variants.LABELS,
 }

@@ -69,6 +69,11 @@ class OpenVINOConfig(InferenceConfigBase):
         description="u8 NHWC input, the layout and u8->f32 conversion done by OpenVINO in the "
         "graph; off: the scheduler writes f32 NCHW",
     )
+    graph_rewrites: bool = Field(
+        True,
+        description="rewrite known slow patterns of the model exactly when it is loaded "
+        "(YOLOX's Focus slices as one space-to-depth: 6-12 % less CPU per inference)",
+    )
 
 
 DEFAULT_ENGINE_CACHE = Path("~/.cache/vidpipe/engines")

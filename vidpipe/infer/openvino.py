@@ -37,6 +37,7 @@ from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.base import BackendError, ignore_batch
+from vidpipe.infer.ov_rewrites import fuse_focus
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
 from vidpipe.types import Completion, TensorSpec
 
@@ -143,6 +144,7 @@ class OpenVINOBackend:
     def __init__(self, model_path: Path, cfg: OpenVINOConfig, core: ov.Core | None = None) -> None:
         self._core = core or ov.Core()
         model = _read_model(self._core, model_path)
+        rewrites = fuse_focus(model) if cfg.graph_rewrites else 0
         dims = _static_input_shape(model, model_path)
         layout = _input_layout(dims, model_path)
         name = model.input().get_any_name()
@@ -205,6 +207,7 @@ class OpenVINOBackend:
             "streams": str(streams),
             "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
             f"{list(self.input_spec.shape)}",
+            "rewrites": "focus" if rewrites else "none",
         }
 
     def _warm_up(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import openvino as ov
 
 from vidpipe.config import Config
+from vidpipe.infer.ov_rewrites import fuse_focus
 from vidpipe.model import load_labels
 from vidpipe.optimize import frames, quantize, speed
 from vidpipe.optimize.agreement import Agreement
@@ -141,6 +142,9 @@ def _open_float_model(
     model = core.read_model(str(cfg.model.path))
     if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
         raise OptimizeError(f"model {cfg.model.path} is quantized already: give the float one")
+    # quantized after the daemon's own load-time rewrites, so that the INT8 IR keeps them and
+    # the speeds compared are those of the graphs the daemon would run
+    fuse_focus(model)
     width, height = _input_size(model, cfg.model.path)
     return model, (DECODERS[cfg.model.type], DecodeParams(width, height, DECODE_THRESHOLD))
 
