@@ -6,6 +6,8 @@ measured in turn ``--rounds`` times so that a machine that slows down between th
 both. Prints each round's total and the costliest layer types::
 
     python -m benchmarks.layer_times --model yolox_nano.onnx --precision bf16 --rounds 2
+    ONEDNN_MAX_CPU_ISA=AVX2 python -m benchmarks.layer_times --model yolox_nano.onnx \
+        --precision f32 --other int8.xml
 
 ``ONEDNN_MAX_CPU_ISA=AVX2`` in the environment makes oneDNN (the convolutions) use its AVX2
 kernels on a newer CPU; OpenVINO's own kernels (slices, transposes) still use what the CPU has.
@@ -59,13 +61,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=int, default=40, help="inferences per measurement")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--top", type=int, default=6, help="layer types shown per measurement")
+    p.add_argument(
+        "--other",
+        type=Path,
+        help="another model measured in the same rounds, as it is (e.g. vidpipe optimize's "
+        "INT8 IR, whose graph has the rewrites already)",
+    )
     args = p.parse_args(argv)
     core = ov.Core()
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "the CPU's own")
     print(f"{args.model.name} at {args.precision}, oneDNN ISA: {isa}")
     for round_ in range(1, args.rounds + 1):
-        for name in ("as given", "rewritten"):
-            model = core.read_model(str(args.model))
+        runs = [("as given", args.model), ("rewritten", args.model)]
+        runs += [(f"other: {args.other.name}", args.other)] if args.other else []
+        for name, path in runs:
+            model = core.read_model(str(path))
             rewrites = fuse_focus(model) if name == "rewritten" else 0
             times = layer_times(core, model, args.precision, args.runs)
             label = f"{name} ({rewrites} Focus rewritten)" if name == "rewritten" else name
