@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from vidpipe.infer.ov_rewrites import fuse_focus
+from vidpipe.infer.ov_rewrites import drop_output_transposes, fuse_focus
 
 
 def layer_times(
@@ -76,9 +76,12 @@ def main(argv: list[str] | None = None) -> None:
         runs += [(f"other: {args.other.name}", args.other)] if args.other else []
         for name, path in runs:
             model = core.read_model(str(path))
-            rewrites = fuse_focus(model) if name == "rewritten" else 0
+            label = name
+            if name == "rewritten":
+                focus = fuse_focus(model)
+                dropped = sum(order is not None for order in drop_output_transposes(model))
+                label = f"{name} ({focus} Focus, {dropped} output transposes)"
             times = layer_times(core, model, args.precision, args.runs)
-            label = f"{name} ({rewrites} Focus rewritten)" if name == "rewritten" else name
             print(f"round {round_}, {label}: {sum(times.values()):.2f} ms per inference")
             for (kind, kernel), ms in times.most_common(args.top):
                 print(f"    {ms:6.2f} ms  {kind} ({kernel})")

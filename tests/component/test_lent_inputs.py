@@ -22,7 +22,7 @@ import pytest
 from tests.golden import match_golden
 from tests.precision import openvino_kwargs
 from vidpipe.config import OpenVINOConfig
-from vidpipe.infer.openvino import OpenVINOBackend
+from vidpipe.infer.openvino import OpenVINOBackend, _in_order
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
@@ -100,8 +100,9 @@ def former_path(backend: OpenVINOBackend, image: np.ndarray) -> Detections:
     request = backend._compiled.create_infer_request()  # the same compiled model
     request.set_input_tensor(0, ov.Tensor(buf.tensor, shared_memory=True))
     request.infer()
-    outputs = [
-        request.get_output_tensor(i).data[0].copy() for i in range(len(backend.output_shapes))
+    outputs = [  # in the model's own shape, as the backend hands them on
+        _in_order(request.get_output_tensor(i).data.copy(), order)[0]
+        for i, order in enumerate(backend._output_orders)
     ]
     return postprocess(outputs, lb, DECODERS["yolox"], PARAMS, 0.45, None)
 

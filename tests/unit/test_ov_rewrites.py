@@ -16,7 +16,7 @@ import pytest
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
-from vidpipe.infer.ov_rewrites import fuse_focus
+from vidpipe.infer.ov_rewrites import drop_output_transposes, fuse_focus
 
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 # (row, column) offsets of YOLOX's own Focus order
@@ -108,9 +108,31 @@ def test_the_backend_reports_whether_it_rewrote(assets_dir: Path, rewrites: bool
         OpenVINOConfig(num_requests=1, graph_rewrites=rewrites),
     )
     try:
-        assert backend.description["rewrites"] == ("focus" if rewrites else "none")
+        expected = "focus, output transpose" if rewrites else "none"
+        assert backend.description["rewrites"] == expected
+        assert backend.output_shapes == [(1, 3549, 85)]  # the model's own, either way
         runtime = backend._compiled.get_runtime_model().get_ops()
         layers = {op.get_rt_info()["layerType"].astype(str) for op in runtime}
         assert ("StridedSlice" in layers) is not rewrites, layers
     finally:
         backend.close()
+
+
+def test_the_output_transpose_is_left_to_numpy(assets_dir: Path, image: np.ndarray) -> None:
+    path = str(assets_dir / "models" / "yolox_nano.onnx")
+    given, dropped = ov.Core().read_model(path), ov.Core().read_model(path)
+    orders = drop_output_transposes(dropped)
+    assert orders == [(0, 2, 1)]
+    assert list(dropped.output(0).get_shape()) == [1, 85, 3549]
+    viewed = run(dropped, image).transpose(orders[0])
+    assert viewed.shape == (1, 3549, 85)
+    np.testing.assert_allclose(viewed, run(given, image), atol=1e-5)
+    assert drop_output_transposes(dropped) == [None]  # nothing left to drop
+
+
+def test_a_transpose_that_feeds_more_than_the_output_stays() -> None:
+    x = ops.parameter([1, 4, 6], np.float32)
+    moved = ops.transpose(x, np.array([0, 2, 1], np.int64))
+    model = ov.Model([ops.result(moved), ops.result(ops.relu(moved))], [x], "two-uses")
+    assert drop_output_transposes(model) == [None, None]
+    assert "Transpose" in kinds(model)

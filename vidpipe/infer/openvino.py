@@ -37,7 +37,7 @@ from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.base import BackendError, ignore_batch
-from vidpipe.infer.ov_rewrites import fuse_focus
+from vidpipe.infer.ov_rewrites import drop_output_transposes, fuse_focus
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
 from vidpipe.types import Completion, TensorSpec
 
@@ -105,6 +105,12 @@ def _read_onnx(path: Path) -> ov.Model:
     return frontend.convert(frontend.load(str(path)))
 
 
+def _in_order(output: np.ndarray, order: tuple[int, ...] | None) -> np.ndarray:
+    """An output whose last ``Transpose`` was taken out of the graph, as the model's own
+    shape (a view)."""
+    return output if order is None else output.transpose(order)
+
+
 def model_precision(model: ov.Model, compiled_precision: str) -> str:
     """``int8`` for a quantized model (it has FakeQuantize operations: NNCF's INT8 IR), else
     the precision the device runs the model at (``f32``, ``bf16`` ...)."""
@@ -161,6 +167,10 @@ class OpenVINOBackend:
                 raise BackendError(f"model {model_path}: NHWC input needs preprocess_in_graph")
             self.input_spec = TensorSpec(name, (1, 3, h, w), "f32", "NCHW")
         self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
+        # after the shapes: the outputs keep the model's own shapes, as numpy views
+        self._output_orders = (
+            drop_output_transposes(model) if cfg.graph_rewrites else [None] * len(model.outputs)
+        )
         self._compiled = self._compile(model, cfg, model_path)
         optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         # The design rule: about twice the device's concurrency, so every stream has its next
@@ -207,7 +217,11 @@ class OpenVINOBackend:
             "streams": str(streams),
             "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
             f"{list(self.input_spec.shape)}",
-            "rewrites": "focus" if rewrites else "none",
+            "rewrites": ", ".join(
+                (["focus"] if rewrites else [])
+                + (["output transpose"] if any(self._output_orders) else [])
+            )
+            or "none",
         }
 
     def _warm_up(self) -> None:
@@ -331,8 +345,8 @@ class OpenVINOBackend:
         """AsyncInferQueue callback: copy outputs out, hand them on. Never raises."""
         try:
             outputs = tuple(
-                np.array(request.get_output_tensor(i).data, copy=True)
-                for i in range(self._n_outputs)
+                _in_order(np.array(request.get_output_tensor(i).data, copy=True), order)
+                for i, order in enumerate(self._output_orders)
             )
             self._finish(sub_id, outputs, None)
         except BaseException as exc:
