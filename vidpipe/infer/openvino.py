@@ -144,6 +144,24 @@ def _static_input_shape(model: ov.Model, path: Path) -> list[int]:
     return dims
 
 
+def _with_input(model: ov.Model, cfg: OpenVINOConfig, path: Path) -> tuple[ov.Model, TensorSpec]:
+    """The model with the input the scheduler writes, and that input's spec: f32 NCHW as the
+    model has it, or u8 NHWC converted in the graph (``preprocess_in_graph``)."""
+    dims = _static_input_shape(model, path)
+    layout = _input_layout(dims, path)
+    name = model.input().get_any_name()
+    h, w = (dims[2], dims[3]) if layout == "NCHW" else (dims[1], dims[2])
+    if cfg.preprocess_in_graph:
+        ppp = PrePostProcessor(model)
+        ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
+        ppp.input().preprocess().convert_element_type(ov.Type.f32)
+        ppp.input().model().set_layout(ov.Layout(layout))
+        return ppp.build(), TensorSpec(name, (1, h, w, 3), "u8", "NHWC")
+    if layout != "NCHW":
+        raise BackendError(f"model {path}: NHWC input needs preprocess_in_graph")
+    return model, TensorSpec(name, (1, 3, h, w), "f32", "NCHW")
+
+
 class OpenVINOBackend:
     """An OpenVINO request pool implementing ``InferenceBackend``."""
 
@@ -151,21 +169,7 @@ class OpenVINOBackend:
         self._core = core or ov.Core()
         model = _read_model(self._core, model_path)
         rewrites = fuse_focus(model) if cfg.graph_rewrites else 0
-        dims = _static_input_shape(model, model_path)
-        layout = _input_layout(dims, model_path)
-        name = model.input().get_any_name()
-        h, w = (dims[2], dims[3]) if layout == "NCHW" else (dims[1], dims[2])
-        if cfg.preprocess_in_graph:
-            ppp = PrePostProcessor(model)
-            ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
-            ppp.input().preprocess().convert_element_type(ov.Type.f32)
-            ppp.input().model().set_layout(ov.Layout(layout))
-            model = ppp.build()
-            self.input_spec = TensorSpec(name, (1, h, w, 3), "u8", "NHWC")
-        else:
-            if layout != "NCHW":
-                raise BackendError(f"model {model_path}: NHWC input needs preprocess_in_graph")
-            self.input_spec = TensorSpec(name, (1, 3, h, w), "f32", "NCHW")
+        model, self.input_spec = _with_input(model, cfg, model_path)
         self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
         # after the shapes: the outputs keep the model's own shapes, as numpy views
         self._output_orders = (
