@@ -32,6 +32,7 @@ import numpy as np
 
 from benchmarks.capture import LoopingReader, ResultLog, start_camera_threads
 from vidpipe.bench.common import PointSpec, precision_name
+from vidpipe.infer.ov_rewrites import fuse_focus
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import letterbox
@@ -43,7 +44,7 @@ _POLL_S = 0.1
 
 
 def compile_model(
-    spec: PointSpec, hint: str, *, u8_nhwc: bool, path: str | None = None
+    spec: PointSpec, hint: str, *, u8_nhwc: bool, path: str | None = None, focus: bool = False
 ) -> tuple[Any, int, int]:
     """Compile the benchmark model for the CPU at ``spec.precision``.
 
@@ -53,6 +54,8 @@ def compile_model(
         u8_nhwc: take u8 NHWC input and convert to the model's f32 NCHW in the graph (as
             vidpipe and Frigate do); otherwise the model's own f32 NCHW input.
         path: another model file (default ``spec.model``).
+        focus: rewrite YOLOX's Focus slices as vidpipe does at load (``ov_rewrites``); the
+            baselines run the model as a user would, without it.
 
     Returns:
         ``(compiled_model, input_width, input_height)``.
@@ -62,6 +65,8 @@ def compile_model(
 
     core = ov.Core()
     model = core.read_model(path or spec.model)
+    if focus:
+        fuse_focus(model)
     _, _, h, w = (int(d) for d in model.input().get_shape())
     if u8_nhwc:
         ppp = PrePostProcessor(model)
