@@ -22,7 +22,7 @@ from vidpipe.labels import Labels
 class CameraState(enum.Enum):
     """Lifecycle of a capture worker.
 
-    Allowed transitions (see ``capture.worker.ALLOWED_TRANSITIONS``)::
+    Allowed transitions (see ``capture.session.ALLOWED_TRANSITIONS``)::
 
         CONNECTING -> STREAMING | BACKOFF | STOPPED
         STREAMING  -> BACKOFF | STOPPED | CONNECTING

@@ -3,13 +3,9 @@
 from vidpipe.capture import nvdec_source, pyav_source  # register decoders nvdec, pyav
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.pacing import Decimator
+from vidpipe.capture.session import ALLOWED_TRANSITIONS, IllegalTransitionError, check_transition
 from vidpipe.capture.source import PacketTap, StreamParams, TapPacket
-from vidpipe.capture.worker import (
-    ALLOWED_TRANSITIONS,
-    CaptureWorker,
-    IllegalTransitionError,
-    check_transition,
-)
+from vidpipe.capture.worker import CaptureWorker
 
 __all__ = [
     "ALLOWED_TRANSITIONS",

@@ -32,14 +32,7 @@ from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.group import GROUPS, group_size_of
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
-from vidpipe.capture.session import (
-    ALLOWED_TRANSITIONS,
-    IllegalTransitionError,
-    Outcome,
-    Session,
-    check_transition,
-    join_threads,
-)
+from vidpipe.capture.session import Outcome, Session, check_transition, join_threads
 from vidpipe.capture.skipping import skip_unwanted_frames
 from vidpipe.capture.source import (
     PacketTap,
@@ -56,14 +49,6 @@ from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
 from vidpipe.types import CameraState, DeviceImage, Frame
-
-__all__ = [
-    "ALLOWED_TRANSITIONS",
-    "CaptureWorker",
-    "IllegalTransitionError",
-    "Outcome",
-    "check_transition",
-]
 
 log = logging.getLogger(__name__)
 
