@@ -18,15 +18,24 @@ ASSETS_FILE := $(VENV)/.assets-dir
 # $$VIDPIPE_ASSETS or the user cache), read by the shell when a recipe runs.
 ASSETS = $$(cat $(ASSETS_FILE))
 
+# A CPU build of PyTorch, kept out of the venv (mypy and the daemon's "torch is missing" paths
+# see none), for the GPU postprocessing tests that run on CPU tensors too. PyPI has only CUDA
+# builds (several GB); the CPU wheel comes from a local wheel directory (pip's find-links, as on
+# our machines) or not at all.
+TORCH_CPU := $(VENV)/torch-cpu
+TORCH_CPU_WHEEL ?= torch==2.13.0+cpu
+
 CONFIG ?= configs/demo.yaml
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help setup system assets run test lint format bench bench-smoke soak clean distclean
+.PHONY: help setup system assets run test test-torch-cpu lint format bench bench-smoke soak \
+	clean distclean
 
 help:
 	@echo "make run     set up, then start the daemon on $(CONFIG)"
-	@echo "make test    set up, then ruff, mypy and pytest (not soak, not gpu)"
+	@echo "make test    set up, then ruff, mypy and pytest (not soak, not gpu; GPU pre- and"
+	@echo "             postprocessing on CPU tensors where a CPU wheel of PyTorch is at hand)"
 	@echo "make setup   system packages (as root), $(VENV), assets"
 	@echo "make lint    ruff check, ruff format --check, mypy"
 	@echo "make format  apply ruff fixes and formatting"
@@ -66,6 +75,21 @@ format: $(INSTALLED)
 # Any non-zero pytest status fails the target, including 5 (no tests collected).
 test: setup lint
 	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m pytest -m "not soak and not gpu" $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-torch-cpu
+
+# The GPU decode, score filter and NMS against the CPU decoders, and the GPU letterbox against
+# the CPU one, on CPU tensors (tests/gpu/conftest.py: VIDPIPE_TORCH_DEVICE=cpu). Skipped, with
+# a notice, where no CPU wheel of PyTorch can be installed; a failing test fails the target.
+test-torch-cpu: setup
+	@if PYTHONPATH=$(TORCH_CPU) $(PY) -c 'import torch' 2>/dev/null || \
+	    $(PY) -m pip install -q --target $(TORCH_CPU) '$(TORCH_CPU_WHEEL)'; then \
+	  PYTHONPATH=$(TORCH_CPU) VIDPIPE_TORCH_DEVICE=cpu VIDPIPE_ASSETS="$(ASSETS)" \
+	    $(PY) -m pytest -m gpu tests/gpu/test_gpu_postprocess_gpu.py \
+	    tests/gpu/test_gpu_preprocess_gpu.py $(PYTEST_ARGS); \
+	else \
+	  echo "NOTICE: no CPU wheel of PyTorch ($(TORCH_CPU_WHEEL)) here: the GPU pre- and" \
+	    "postprocessing tests on CPU tensors did not run (scripts/gpu-tests.sh runs them on a GPU)"; \
+	fi
 
 # The bench extra's tools, installed here rather than by `pip install .[bench]`:
 # openvino-model-api pins opencv-python-headless~=4.0, so its dependencies would replace the
