@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from vidpipe.infer.ov_rewrites import drop_output_transposes, fuse_focus
+from vidpipe.infer.ov_rewrites import rewrite_graph
 
 
 def layer_times(
@@ -72,15 +72,11 @@ def main(argv: list[str] | None = None) -> None:
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "the CPU's own")
     print(f"{args.model.name} at {args.precision}, oneDNN ISA: {isa}")
     for round_ in range(1, args.rounds + 1):
-        runs = [("as given", args.model), ("rewritten", args.model)]
-        runs += [(f"other: {args.other.name}", args.other)] if args.other else []
-        for name, path in runs:
+        models = [("as given", args.model), ("rewritten", args.model)]
+        models += [(f"other: {args.other.name}", args.other)] if args.other else []
+        for name, path in models:
             model = core.read_model(str(path))
-            label = name
-            if name == "rewritten":
-                focus = fuse_focus(model)
-                dropped = sum(order is not None for order in drop_output_transposes(model))
-                label = f"{name} ({focus} Focus, {dropped} output transposes)"
+            label = f"{name} ({rewrite_graph(model).describe()})" if name == "rewritten" else name
             times = layer_times(core, model, args.precision, args.runs)
             print(f"round {round_}, {label}: {sum(times.values()):.2f} ms per inference")
             for (kind, kernel), ms in times.most_common(args.top):

@@ -101,11 +101,16 @@ def test_a_repeated_part_is_not_a_focus_block() -> None:
     assert fuse_focus(model) == 0
 
 
+@pytest.mark.parametrize("in_graph", [False, True], ids=["f32-nchw", "u8-nhwc"])
 @pytest.mark.parametrize("rewrites", [True, False])
-def test_the_backend_reports_whether_it_rewrote(assets_dir: Path, rewrites: bool) -> None:
+def test_the_backend_reports_whether_it_rewrote(
+    assets_dir: Path, rewrites: bool, in_graph: bool
+) -> None:
+    """With the u8 NHWC input converted in the graph the Focus block reads the converted
+    tensor, and is rewritten all the same."""
     backend = OpenVINOBackend(
         assets_dir / "models" / "yolox_nano.onnx",
-        OpenVINOConfig(num_requests=1, graph_rewrites=rewrites),
+        OpenVINOConfig(num_requests=1, graph_rewrites=rewrites, preprocess_in_graph=in_graph),
     )
     try:
         expected = "focus, output transpose" if rewrites else "none"

@@ -37,7 +37,7 @@ from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.base import BackendError, ignore_batch
-from vidpipe.infer.ov_rewrites import drop_output_transposes, fuse_focus
+from vidpipe.infer.ov_rewrites import Rewrites, rewrite_graph
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
 from vidpipe.types import Completion, TensorSpec
 
@@ -168,13 +168,11 @@ class OpenVINOBackend:
     def __init__(self, model_path: Path, cfg: OpenVINOConfig, core: ov.Core | None = None) -> None:
         self._core = core or ov.Core()
         model = _read_model(self._core, model_path)
-        rewrites = fuse_focus(model) if cfg.graph_rewrites else 0
         model, self.input_spec = _with_input(model, cfg, model_path)
         self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
         # after the shapes: the outputs keep the model's own shapes, as numpy views
-        self._output_orders = (
-            drop_output_transposes(model) if cfg.graph_rewrites else [None] * len(model.outputs)
-        )
+        rewrites = rewrite_graph(model) if cfg.graph_rewrites else Rewrites.none(len(model.outputs))
+        self._output_orders = rewrites.output_orders
         self._compiled = self._compile(model, cfg, model_path)
         optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         # The design rule: about twice the device's concurrency, so every stream has its next
@@ -190,7 +188,6 @@ class OpenVINOBackend:
         self.in_flight_floor = None if cfg.num_requests else max(1, min(streams, self.capacity))
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
-        self._n_outputs = len(model.outputs)
         # Each request's own input tensor, lent to the scheduler in turn (the Tensor objects
         # are kept: their numpy views do not own the memory).
         self._input_tensors = [self._queue[i].get_input_tensor(0) for i in range(self.capacity)]
@@ -221,11 +218,7 @@ class OpenVINOBackend:
             "streams": str(streams),
             "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
             f"{list(self.input_spec.shape)}",
-            "rewrites": ", ".join(
-                (["focus"] if rewrites else [])
-                + (["output transpose"] if any(self._output_orders) else [])
-            )
-            or "none",
+            "rewrites": rewrites.describe(),
         }
 
     def _warm_up(self) -> None:
@@ -238,7 +231,7 @@ class OpenVINOBackend:
         self.buffers[0].tensor[...] = 114
         self._queue[0].infer()
         for i in range(self.capacity):
-            for j in range(self._n_outputs):
+            for j in range(len(self._output_orders)):
                 _ = self._queue[i].get_output_tensor(j).data
 
     def _compile(self, model: ov.Model, cfg: OpenVINOConfig, path: Path) -> ov.CompiledModel:

@@ -15,6 +15,7 @@ alone took 1.6 ms at f32.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -159,3 +160,34 @@ def drop_output_transposes(model: ov.Model) -> list[tuple[int, ...] | None]:
     if any(orders):
         model.validate_nodes_and_infer_types()
     return orders
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrites:
+    """What ``rewrite_graph`` did to a model.
+
+    Attributes:
+        focus: Focus blocks rewritten.
+        output_orders: per output, the axis order its values must be given (a numpy view of
+            the copied output) to have the model's own shape; None: as computed.
+    """
+
+    focus: int
+    output_orders: list[tuple[int, ...] | None]
+
+    @classmethod
+    def none(cls, outputs: int) -> Rewrites:
+        return cls(0, [None] * outputs)
+
+    def describe(self) -> str:
+        """``focus, output transpose``, one of them, or ``none``."""
+        done = (["focus"] if self.focus else []) + (
+            ["output transpose"] if any(self.output_orders) else []
+        )
+        return ", ".join(done) or "none"
+
+
+def rewrite_graph(model: ov.Model) -> Rewrites:
+    """Every rewrite of this module, applied to ``model`` in place. Read the output shapes
+    the caller promises before: the outputs keep them only through ``output_orders``."""
+    return Rewrites(fuse_focus(model), drop_output_transposes(model))
