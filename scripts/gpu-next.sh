@@ -4,16 +4,19 @@
 #   scripts/gpu-clip.sh ASSETS car-1080p25.mp4        # here, once (the GPU machine has no ffmpeg)
 #   scripts/gpu-wheels.sh .whl --pack                 # here, once
 #   WHEELS=.whl scripts/gpu-tests.sh ASSETS OUT exec bash scripts/gpu-next.sh ASSETS OUT CLIP
-# About 7 minutes of device time. Each step writes OUT/next-*.jsonl|log; a failed step is
-# reported and the rest still run. Exit code: 1 if any step failed.
+# About 9 minutes of device time. Each step appends its output to OUT/next.log and writes
+# OUT/next-NAME.jsonl (a device call brings back at most 8 files); a failed step is reported
+# and the rest still run. Exit code: 1 if any step failed.
 set -uo pipefail
 ASSETS=${1:?assets dir}; OUT=${2:?out dir}; CLIP=${3:?1080p25 clip}
 rc=0
 step() {  # step NAME COMMAND...: run, log, remember a failure
   local name=$1; shift
   echo "== $name: $*"
-  "$@" > "$OUT/next-$name.log" 2>&1 || { echo "!! $name failed"; rc=1; }
-  tail -n 15 "$OUT/next-$name.log"
+  local log=$OUT/next-$name.tmp
+  "$@" > "$log" 2>&1 || { echo "!! $name failed"; rc=1; }
+  { echo "== $name: $*"; cat "$log"; } >> "$OUT/next.log"
+  tail -n 15 "$log"; rm -f "$log"
 }
 daemon() {  # daemon NAME CAMERAS [OPTION...]: gpu_daemon with prefetch on nvdec cameras
   local name=$1 cams=$2; shift 2
@@ -27,4 +30,5 @@ VIDPIPE_GPU_CLIP=$CLIP step prefetch-tests timeout 110 python3 -m pytest -q -p n
 daemon prefetch-1proc 48,56,64
 daemon prefetch-160-4mps 160 --processes 4 --mps --shard-assignment balanced
 daemon prefetch-136-3mps 136 --processes 3 --mps --shard-assignment balanced
+daemon prefetch-160-5mps 160 --processes 5 --mps --shard-assignment balanced
 exit $rc
