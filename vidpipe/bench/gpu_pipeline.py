@@ -400,7 +400,8 @@ def decode_only(clip: Path, decoder: str, threads: int, seconds: float) -> dict[
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (camera counts per decoder, batching, timing, output)."""
     p = argparse.ArgumentParser(prog="python -m vidpipe.bench.gpu_pipeline", description=__doc__)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--clip", type=Path, required=True, help="1080p25 H.264 (scripts/gpu-clip.sh)")
@@ -416,7 +417,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-only", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     p.add_argument("--decoder-stream", action="store_true", help="NVDEC on the camera's stream")
     p.add_argument("--json", type=Path, required=True)
-    args = p.parse_args(argv)
+    return p
+
+
+def _camera_points(
+    torch: Any, ex: Any, post: Any, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Every camera count of ``--nvdec`` then ``--cpu``, each list in order until
+    ``--stop-after-fail`` points in a row did not hold."""
+    points: list[dict[str, Any]] = []
+    for decoder, counts in (("nvdec", args.nvdec), ("cpu", args.cpu)):
+        fails = 0
+        for n in counts:
+            point = run_point(torch, ex, post, args, decoder, n)
+            print(json.dumps(point), flush=True)
+            points.append(point)
+            fails = 0 if point["holds"] else fails + 1
+            if fails >= args.stop_after_fail:
+                break
+    return points
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     OWN_DECODER_STREAM[0] = args.decoder_stream
     import torch
 
@@ -436,16 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     _, c = ex.io.outputs[0].shape
     h, w = ex.io.input.shape[:2]
     post = YoloxGpuPostprocess(torch, torch.device("cuda", 0), w, h, c - 5, 0.45)
-    points: list[dict[str, Any]] = []
-    for decoder, counts in (("nvdec", args.nvdec), ("cpu", args.cpu)):
-        fails = 0
-        for n in counts:
-            point = run_point(torch, ex, post, args, decoder, n)
-            print(json.dumps(point), flush=True)
-            points.append(point)
-            fails = 0 if point["holds"] else fails + 1
-            if fails >= args.stop_after_fail:
-                break
+    points = _camera_points(torch, ex, post, args)
     best = {
         d: max([q["cameras"] for q in points if q["decoder"] == d and q["holds"]], default=0)
         for d in ("nvdec", "cpu")
