@@ -28,6 +28,7 @@ from vidpipe.bench.common import PointSpec, cores
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
+from vidpipe.types import Letterbox
 
 
 class CeilingRun(BaselineRun):
@@ -99,46 +100,10 @@ def stage_costs(
     """
     n = max(10, spec.stage_frames)
     time.sleep(0.5)  # let the inference threads go idle: process CPU time is measured
-    reader = LoopingReader(spec.clip)
-    for _ in range(5):  # open, first keyframe: not steady state
-        reader.read()
-    kept: list[np.ndarray] = []
-
-    def decode(k: int) -> None:
-        for i in range(k):
-            img = reader.read()
-            if i % max(1, k // 16) == 0 and len(kept) < 16:
-                kept.append(img)
-
-    decode_ms = _cpu_ms_per(decode, n)
-    decode_thread_ms = _cpu_ms_per(
-        lambda k: [reader.read() for _ in range(k)], 30, time.thread_time
-    )
-    reader.close()
-
+    decode_ms, decode_thread_ms, kept = _decode_costs(spec.clip, n)
     hwc = np.full((h, w, 3), 114, np.uint8)
-    chw = np.zeros((3, h, w), np.float32)
-
-    def preprocess(k: int) -> None:
-        for i in range(k):
-            letterbox_into(kept[i % len(kept)], hwc)
-
-    def preprocess_float(k: int) -> None:
-        for i in range(k):
-            letterbox_into(kept[i % len(kept)], hwc)
-            hwc_to_chw_float(hwc, chw)
-
-    preprocess_ms = _cpu_ms_per(preprocess, n)
-    preprocess_float_ms = _cpu_ms_per(preprocess_float, n)
-
-    request = compiled.create_infer_request()
-    outputs = []
-    boxes = []
-    for img in kept:
-        lb = letterbox_into(img, hwc)
-        request.infer({0: hwc[np.newaxis]})
-        outputs.append(np.array(request.get_output_tensor(0).data[0], copy=True))
-        boxes.append(lb)
+    preprocess_ms, preprocess_float_ms = _preprocess_costs(kept, hwc, n)
+    outputs, boxes = _real_outputs(compiled, kept, hwc)
     params = DecodeParams(w, h, spec.score_threshold)
     detections = [
         len(postprocess([o], lb, decode_yolox, params, spec.iou_threshold))
@@ -165,3 +130,58 @@ def stage_costs(
         "detections_per_frame": float(np.mean(detections)) if detections else 0.0,
         "frames_timed": n,
     }
+
+
+def _decode_costs(clip: str, n: int) -> tuple[float, float, list[np.ndarray]]:
+    """Decode CPU ms per frame (process, then this thread's alone) and up to 16 frames kept
+    from across the ``n`` timed ones for the later stages."""
+    reader = LoopingReader(clip)
+    for _ in range(5):  # open, first keyframe: not steady state
+        reader.read()
+    kept: list[np.ndarray] = []
+
+    def decode(k: int) -> None:
+        for i in range(k):
+            img = reader.read()
+            if i % max(1, k // 16) == 0 and len(kept) < 16:
+                kept.append(img)
+
+    decode_ms = _cpu_ms_per(decode, n)
+    decode_thread_ms = _cpu_ms_per(
+        lambda k: [reader.read() for _ in range(k)], 30, time.thread_time
+    )
+    reader.close()
+    return decode_ms, decode_thread_ms, kept
+
+
+def _preprocess_costs(kept: list[np.ndarray], hwc: np.ndarray, n: int) -> tuple[float, float]:
+    """Letterbox CPU ms per frame into ``hwc`` (u8, as vidpipe does), then with the float
+    CHW conversion added (as a pipeline without the in-graph conversion does)."""
+    h, w = hwc.shape[:2]
+    chw = np.zeros((3, h, w), np.float32)
+
+    def preprocess(k: int) -> None:
+        for i in range(k):
+            letterbox_into(kept[i % len(kept)], hwc)
+
+    def preprocess_float(k: int) -> None:
+        for i in range(k):
+            letterbox_into(kept[i % len(kept)], hwc)
+            hwc_to_chw_float(hwc, chw)
+
+    return _cpu_ms_per(preprocess, n), _cpu_ms_per(preprocess_float, n)
+
+
+def _real_outputs(
+    compiled: Any, kept: list[np.ndarray], hwc: np.ndarray
+) -> tuple[list[np.ndarray], list[Letterbox]]:
+    """The model's outputs for the kept frames, copied, with each frame's letterbox."""
+    request = compiled.create_infer_request()
+    outputs = []
+    boxes = []
+    for img in kept:
+        lb = letterbox_into(img, hwc)
+        request.infer({0: hwc[np.newaxis]})
+        outputs.append(np.array(request.get_output_tensor(0).data[0], copy=True))
+        boxes.append(lb)
+    return outputs, boxes

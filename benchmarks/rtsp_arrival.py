@@ -125,7 +125,7 @@ def _vidpipe_delta(before: dict, after: dict, wall_s: float) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clip", default="one-by-one-person-detection.mp4")
     parser.add_argument("--streams", type=int, default=48)
@@ -137,47 +137,55 @@ def main() -> None:
         "--vidpipe-cameras", type=int, default=0, help="the daemon reads this many more mounts"
     )
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-    rtsp = load_rtsp_module()
-    clip = default_assets_dir() / "videos" / args.clip
+    return parser.parse_args()
+
+
+def _probe(
+    args: argparse.Namespace, server: Any, first: int
+) -> tuple[dict[str, list[float]], float | None, dict[str, Any]]:
+    """Read the probe's mounts (``first`` on), with the daemon on the mounts before them and
+    the busy loops meanwhile if asked: packet arrival times per URL, the server's CPU % of one
+    core over the probe, and what vidpipe did in that time."""
     ctx = mp.get_context("spawn")  # no fork of a process that may run OpenVINO's threads
     vidpipe: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="rtsp-arrival-") as tmp:
-        first = args.vidpipe_cameras  # the daemon reads cam0.., the probe the next mounts
-        for i in range(first + args.streams):
-            (Path(tmp) / f"cam{i}.mp4").symlink_to(clip)
-        with rtsp.RtspServer(Path(tmp), loop=True, stagger=True) as server:
-            run = _start_vidpipe(server, first, default_assets_dir()) if first else None
-            urls = [server.url(f"cam{i}") for i in range(first, first + args.streams)]
-            stop = ctx.Event()
-            busy = [ctx.Process(target=_busy, args=(stop,)) for _ in range(args.busy)]
-            for p in busy:
-                p.start()
-            queue: Any = ctx.Queue()
-            groups = [urls[k :: args.processes] for k in range(args.processes)]
-            readers = [
-                ctx.Process(target=_read, args=(g, args.warmup, args.seconds, queue))
-                for g in groups
-                if g
-            ]
-            counters0 = run.camera_counters() if run else {}
-            cpu0, w0 = _proc_cpu_s(server.pid), time.monotonic()
-            for p in readers:
-                p.start()
-            arrivals: dict[str, list[float]] = {}
-            for _ in readers:
-                arrivals.update(queue.get(timeout=args.warmup + args.seconds + 60))
-            cpu1, w1 = _proc_cpu_s(server.pid), time.monotonic()
-            if run is not None:
-                vidpipe = _vidpipe_delta(counters0, run.camera_counters(), w1 - w0)
-                run.stop()
-                run.close()
-            stop.set()
-            for p in readers + busy:
-                p.join(10)
-    per = {u.rsplit("/", 1)[1]: _stats(t, args.seconds) for u, t in arrivals.items()}
+    run = _start_vidpipe(server, first, default_assets_dir()) if first else None
+    urls = [server.url(f"cam{i}") for i in range(first, first + args.streams)]
+    stop = ctx.Event()
+    busy = [ctx.Process(target=_busy, args=(stop,)) for _ in range(args.busy)]
+    for p in busy:
+        p.start()
+    queue: Any = ctx.Queue()
+    groups = [urls[k :: args.processes] for k in range(args.processes)]
+    readers = [
+        ctx.Process(target=_read, args=(g, args.warmup, args.seconds, queue)) for g in groups if g
+    ]
+    counters0 = run.camera_counters() if run else {}
+    cpu0, w0 = _proc_cpu_s(server.pid), time.monotonic()
+    for p in readers:
+        p.start()
+    arrivals: dict[str, list[float]] = {}
+    for _ in readers:
+        arrivals.update(queue.get(timeout=args.warmup + args.seconds + 60))
+    cpu1, w1 = _proc_cpu_s(server.pid), time.monotonic()
+    if run is not None:
+        vidpipe = _vidpipe_delta(counters0, run.camera_counters(), w1 - w0)
+        run.stop()
+        run.close()
+    stop.set()
+    for p in readers + busy:
+        p.join(10)
     server_cpu = None if cpu0 is None or cpu1 is None else 100 * (cpu1 - cpu0) / (w1 - w0)
-    summary = {
+    return arrivals, server_cpu, vidpipe
+
+
+def _summary(
+    args: argparse.Namespace,
+    per: dict[str, dict[str, float]],
+    server_cpu: float | None,
+    vidpipe: dict[str, Any],
+) -> dict[str, Any]:
+    """The run's figures: the worst and median stream, the server's CPU and vidpipe's."""
+    return {
         "streams": args.streams,
         "busy": args.busy,
         "vidpipe_cameras": args.vidpipe_cameras,
@@ -191,6 +199,20 @@ def main() -> None:
         "median_burst_share": statistics.median(s["burst_share"] for s in per.values()),
         **vidpipe,
     }
+
+
+def main() -> None:
+    args = _parse_args()
+    rtsp = load_rtsp_module()
+    clip = default_assets_dir() / "videos" / args.clip
+    with tempfile.TemporaryDirectory(prefix="rtsp-arrival-") as tmp:
+        first = args.vidpipe_cameras  # the daemon reads cam0.., the probe the next mounts
+        for i in range(first + args.streams):
+            (Path(tmp) / f"cam{i}.mp4").symlink_to(clip)
+        with rtsp.RtspServer(Path(tmp), loop=True, stagger=True) as server:
+            arrivals, server_cpu, vidpipe = _probe(args, server, first)
+    per = {u.rsplit("/", 1)[1]: _stats(t, args.seconds) for u, t in arrivals.items()}
+    summary = _summary(args, per, server_cpu, vidpipe)
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "streams": per}, indent=1))

@@ -75,6 +75,22 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # Registration order is the order of the /metrics exposition: keep these calls in order.
+        self._define_frame_metrics(r)
+        self._define_capture_metrics(r)
+        self._define_latency_metrics(r)
+        self._define_decoder_metrics(r)
+        self._define_inference_metrics(r)
+        self._define_sink_queue_metrics(r)
+        self._define_tracking_metrics(r)
+        self._define_sink_delivery_metrics(r)
+        self._define_live_view_metrics(r)
+        self._define_clip_metrics(r)
+        self._cameras: dict[str, CameraMetrics] = {}
+        self._lock = threading.Lock()
+
+    def _define_frame_metrics(self, r: CollectorRegistry) -> None:
+        """Per-camera frame counts: decoded, inferred and dropped by reason (``DROP_REASONS``)."""
         self.frames_captured = Counter(
             "vidpipe_frames_captured", "Frames decoded from the camera", ["camera"], registry=r
         )
@@ -87,6 +103,9 @@ class Metrics:
             ["camera", "reason"],
             registry=r,
         )
+
+    def _define_capture_metrics(self, r: CollectorRegistry) -> None:
+        """Capture worker health: state, lag, motion gate, reconnects and errors."""
         self.camera_up = Gauge("vidpipe_camera_up", "1 while streaming", ["camera"], registry=r)
         self.camera_state = Gauge(
             "vidpipe_camera_state",
@@ -114,6 +133,9 @@ class Metrics:
         self.camera_errors = Counter(
             "vidpipe_camera_errors", "Capture errors by reason", ["camera", "reason"], registry=r
         )
+
+    def _define_latency_metrics(self, r: CollectorRegistry) -> None:
+        """Latency and batch size histograms of the inference path."""
         self.inference_latency = Histogram(
             "vidpipe_inference_latency_seconds",
             "Submit to completion of one inference request",
@@ -133,6 +155,9 @@ class Metrics:
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
+
+    def _define_decoder_metrics(self, r: CollectorRegistry) -> None:
+        """Decoders (pyav or NVDEC) and GPU memory."""
         self.camera_decoder = Gauge(
             "vidpipe_camera_decoder",
             "1 for the camera's decoder (pyav: CPU, nvdec: GPU); with vidpipe_frames_captured "
@@ -155,6 +180,9 @@ class Metrics:
             ["gpu"],
             registry=r,
         )
+
+    def _define_inference_metrics(self, r: CollectorRegistry) -> None:
+        """The inference backend: request slots, errors, identity and the detections it reports."""
         self.inflight = Gauge("vidpipe_inflight_requests", "Requests in flight", registry=r)
         self.pool_size = Gauge("vidpipe_pool_size", "Inference request slots", registry=r)
         self.inference_errors = Counter(
@@ -169,6 +197,9 @@ class Metrics:
         self.detections = Counter(
             "vidpipe_detections", "Detections reported", ["camera", "class"], registry=r
         )
+
+    def _define_sink_queue_metrics(self, r: CollectorRegistry) -> None:
+        """Sink queues: depth, drops, failures and items handled."""
         self.sink_queue_depth = Gauge(
             "vidpipe_sink_queue_depth", "Items waiting in a sink's queue", ["sink"], registry=r
         )
@@ -184,6 +215,9 @@ class Metrics:
         self.sink_written = Counter(
             "vidpipe_sink_written", "Items a sink handled", ["sink"], registry=r
         )
+
+    def _define_tracking_metrics(self, r: CollectorRegistry) -> None:
+        """Tracking, zones and line crossings."""
         self.zone_objects = Gauge(
             "vidpipe_zone_objects",
             "Tracked objects inside a zone now",
@@ -208,6 +242,9 @@ class Metrics:
             ["camera"],
             registry=r,
         )
+
+    def _define_sink_delivery_metrics(self, r: CollectorRegistry) -> None:
+        """Sink delivery: delay, deliberate skips and the MQTT connection."""
         self.sink_delay = Histogram(
             "vidpipe_sink_delay_seconds",
             "From a result's completion to its sink having handled it",
@@ -224,6 +261,9 @@ class Metrics:
         self.mqtt_connected = Gauge(
             "vidpipe_mqtt_connected", "1 while the MQTT sink is connected", ["sink"], registry=r
         )
+
+    def _define_live_view_metrics(self, r: CollectorRegistry) -> None:
+        """The MJPEG live view."""
         self.live_viewers = Gauge(
             "vidpipe_live_viewers", "Open MJPEG streams of the live view", ["camera"], registry=r
         )
@@ -233,11 +273,8 @@ class Metrics:
             ["camera"],
             registry=r,
         )
-        self._clip_metrics(r)
-        self._cameras: dict[str, CameraMetrics] = {}
-        self._lock = threading.Lock()
 
-    def _clip_metrics(self, r: CollectorRegistry) -> None:
+    def _define_clip_metrics(self, r: CollectorRegistry) -> None:
         """Event clips (``vidpipe.clips``); reasons are listed in ``CLIP_FAILURES`` and
         ``CLIP_DROPS``."""
         self.clips_written = Counter(

@@ -124,6 +124,12 @@ class Scheduler:
         self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
+        self._init_flow_control(backend)
+        self._init_hand_off_state()
+        self._bind_metrics(metrics, backend)
+
+    def _init_flow_control(self, backend: InferenceBackend) -> None:
+        """The bounds on frames in the pipeline, decoded ahead and in the backend."""
         self.pipeline_depth = 4 * backend.capacity
         # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
         # wait in the hub, and by Little's law each one adds a frame interval to every
@@ -137,6 +143,9 @@ class Scheduler:
         self._in_backend = 0  # submitted, completion not yet called back
         self._backend_cond = threading.Condition()
         self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
+
+    def _init_hand_off_state(self) -> None:
+        """Completion queue, stop events, threads, per-camera ordering and counters."""
         self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
         self._stop = threading.Event()  # close(): waits for a slot or buffer give up
         self._stop_taking = threading.Event()  # stop(): the hub is no longer read
@@ -153,6 +162,9 @@ class Scheduler:
         self.completed = 0
         self.delivered = 0  # results handed to on_result (the postprocess thread counts)
         self.last_completion = time.monotonic()
+
+    def _bind_metrics(self, metrics: Metrics, backend: InferenceBackend) -> None:
+        """Pool size, in-flight gauge, batch sizes and the backend's identity."""
         metrics.pool_size.set(backend.capacity)
         metrics.inflight.set_function(lambda: self._in_backend)
         backend.observe_batch = metrics.batch_size.observe

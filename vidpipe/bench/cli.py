@@ -47,6 +47,18 @@ def add_parser(sub: Any) -> None:
         description="Run every contender on the same model, clips and machine, one process per "
         "point, repeats alternated; write JSON, a Markdown table and a PNG plot.",
     )
+    # help lists the options in the order they are added here
+    _add_selection_arguments(p)
+    _add_measurement_arguments(p)
+    _add_model_arguments(p)
+    _add_mode_arguments(p)
+    p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
+    p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
+    p.set_defaults(func=cmd_bench)
+
+
+def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """What is compared: the suite's defaults, the contenders, camera counts and clips."""
     p.add_argument(
         "--suite",
         choices=("smoke", "full"),
@@ -67,6 +79,10 @@ def add_parser(sub: Any) -> None:
         type=_csv(str),
         help="clip names in the assets' videos/ (NAME-1080p.mp4 is made with ffmpeg) or paths",
     )
+
+
+def _add_measurement_arguments(p: argparse.ArgumentParser) -> None:
+    """How each point is measured: window, warm-up, repeats, precision and cross-checks."""
     p.add_argument("--seconds", type=float, help="measurement window per point")
     p.add_argument("--warmup", type=float, dest="warmup_s", help="seconds before the window")
     p.add_argument("--repeats", type=int, help="repeats per point, alternated")
@@ -83,6 +99,10 @@ def add_parser(sub: Any) -> None:
         help="also run OpenVINO's benchmark_app as a cross-check",
     )
     p.add_argument("--stage-frames", type=int, help="frames timed per stage for the stage costs")
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the model and the clips come from."""
     p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe resolves it)")
     p.add_argument(
         "--model",
@@ -90,6 +110,10 @@ def add_parser(sub: Any) -> None:
         help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
         "optimize (default: the assets' yolox_nano.onnx)",
     )
+
+
+def _add_mode_arguments(p: argparse.ArgumentParser) -> None:
+    """Which measurement runs (throughput, density, capture) and density mode's knobs."""
     p.add_argument(
         "--mode",
         choices=("throughput", "density", "both", "capture"),
@@ -113,9 +137,6 @@ def add_parser(sub: Any) -> None:
         help="density mode: try these camera counts only (e.g. 48,56,64) instead of searching; "
         "the largest that passes is reported",
     )
-    p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
-    p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
-    p.set_defaults(func=cmd_bench)
 
 
 def _ints(text: str) -> list[int]:

@@ -170,25 +170,9 @@ def run_density(
     info = ctx.clip_info[clip]
     stream_fps = float(info["fps"])
     staggered = getattr(o, "density_staggered", True)
-    out: dict[str, Any] = {
-        "clip": clip,
-        "stream_fps": stream_fps,
-        "start": "staggered" if staggered else "same",
-        "criteria": {
-            "min_inferred_share": MIN_INFERRED_SHARE,
-            "max_p95_ms": MAX_P95_MS,
-            "min_capture_share": CAPTURE_SHARE,
-            "slack_frames": SLACK_FRAMES,
-        },
-        "results": [],
-    }
+    out = _density_header(clip, stream_fps, staggered)
     with tempfile.TemporaryDirectory(prefix="vidpipe-density-") as tmp:
-        served = Path(tmp) / "videos"
-        served.mkdir()
-        # One mount per camera: two clients connecting at once to the same looped mount of
-        # the test server are not reliable (the second opened after 7 s and got no frame).
-        for i in range(MAX_CAMERAS):
-            (served / f"cam{i}.mp4").symlink_to(ctx.clips[clip])
+        served = _one_mount_per_camera(Path(tmp), ctx.clips[clip])
         with rtsp.RtspServer(served, loop=True, stagger=staggered) as server:
             url = server.url("cam{i}")
             for contender, rate in [(c, r) for c in contenders for r in rates]:
@@ -197,36 +181,12 @@ def run_density(
                 def trial(
                     n: int, rate: float | None = rate, trials: list = trials, name: str = contender
                 ) -> dict:
-                    spec = PointSpec(
-                        contender=name,
-                        clip=url,
-                        clip_name=clip,
-                        cameras=n,
-                        seconds=o.seconds,
-                        warmup_s=max(3.0, o.warmup_s),
-                        precision=ctx.precision,
-                        model=str(ctx.model),
-                        model_ir=str(ctx.model_ir),
-                        labels=str(ctx.labels),
-                        score_threshold=o.score_threshold,
-                        iou_threshold=o.iou_threshold,
-                        detect_fps=rate,
-                    )
-                    cpu0 = _proc_cpu_s(server.pid)
-                    result = run_point(spec, Path(tmp), o.warmup_s + o.seconds + 240)
-                    cpu1 = _proc_cpu_s(server.pid)
-                    if cpu0 is not None and cpu1 is not None and result.get("window_s"):
-                        wall = result["window_s"] + spec.warmup_s + result.get("startup_s", 0)
-                        result["server_cpu_percent"] = 100.0 * (cpu1 - cpu0) / wall / cores()
+                    spec = _density_spec(ctx, name, url, clip, n, rate)
+                    timeout_s = o.warmup_s + o.seconds + 240
+                    result = _run_with_server_cpu(spec, run_point, Path(tmp), timeout_s, server.pid)
                     verdict = judge(result, stream_fps)
                     trials.append(verdict)
-                    say(
-                        f"density {name} detect_fps={rate or stream_fps:g} N={n}: "
-                        f"{'pass' if verdict['passes'] else 'FAIL'} "
-                        f"p95 {verdict['p95_ms'] or 0:.0f} ms, "
-                        f"inferred {100 * verdict['worst_inferred_share']:.1f}% "
-                        + "; ".join(verdict["reasons"])
-                    )
+                    say(_trial_line(name, rate or stream_fps, n, verdict))
                     return verdict
 
                 fixed = getattr(o, "density_cameras", None)
@@ -240,3 +200,79 @@ def run_density(
                     }
                 )
     return out
+
+
+def _density_header(clip: str, stream_fps: float, staggered: bool) -> dict[str, Any]:
+    """The result document before any trial: the clip, its start mode and the pass criteria."""
+    return {
+        "clip": clip,
+        "stream_fps": stream_fps,
+        "start": "staggered" if staggered else "same",
+        "criteria": {
+            "min_inferred_share": MIN_INFERRED_SHARE,
+            "max_p95_ms": MAX_P95_MS,
+            "min_capture_share": CAPTURE_SHARE,
+            "slack_frames": SLACK_FRAMES,
+        },
+        "results": [],
+    }
+
+
+def _one_mount_per_camera(tmp: Path, clip_path: Path) -> Path:
+    """A ``videos`` directory under ``tmp`` with ``cam0.mp4`` ... linked to the clip."""
+    served = tmp / "videos"
+    served.mkdir()
+    # One mount per camera: two clients connecting at once to the same looped mount of
+    # the test server are not reliable (the second opened after 7 s and got no frame).
+    for i in range(MAX_CAMERAS):
+        (served / f"cam{i}.mp4").symlink_to(clip_path)
+    return served
+
+
+def _density_spec(
+    ctx: Any, contender: str, url: str, clip: str, cameras: int, detect_fps: float | None
+) -> PointSpec:
+    """One trial's point: ``cameras`` RTSP cameras of ``url`` (``{i}``: the camera index)."""
+    o = ctx.options
+    return PointSpec(
+        contender=contender,
+        clip=url,
+        clip_name=clip,
+        cameras=cameras,
+        seconds=o.seconds,
+        warmup_s=max(3.0, o.warmup_s),
+        precision=ctx.precision,
+        model=str(ctx.model),
+        model_ir=str(ctx.model_ir),
+        labels=str(ctx.labels),
+        score_threshold=o.score_threshold,
+        iou_threshold=o.iou_threshold,
+        detect_fps=detect_fps,
+    )
+
+
+def _run_with_server_cpu(
+    spec: PointSpec,
+    run_point: Callable[[PointSpec, Path, float], dict[str, Any]],
+    tmp: Path,
+    timeout_s: float,
+    server_pid: int | None,
+) -> dict[str, Any]:
+    """Run one point and add the RTSP server's CPU share over it (``server_cpu_percent``)."""
+    cpu0 = _proc_cpu_s(server_pid)
+    result = run_point(spec, tmp, timeout_s)
+    cpu1 = _proc_cpu_s(server_pid)
+    if cpu0 is not None and cpu1 is not None and result.get("window_s"):
+        wall = result["window_s"] + spec.warmup_s + result.get("startup_s", 0)
+        result["server_cpu_percent"] = 100.0 * (cpu1 - cpu0) / wall / cores()
+    return result
+
+
+def _trial_line(contender: str, detect_fps: float, cameras: int, verdict: dict[str, Any]) -> str:
+    """One progress line: the trial's verdict, latency, inferred share and reasons."""
+    return (
+        f"density {contender} detect_fps={detect_fps:g} N={cameras}: "
+        f"{'pass' if verdict['passes'] else 'FAIL'} "
+        f"p95 {verdict['p95_ms'] or 0:.0f} ms, "
+        f"inferred {100 * verdict['worst_inferred_share']:.1f}% " + "; ".join(verdict["reasons"])
+    )

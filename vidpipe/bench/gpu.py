@@ -32,11 +32,14 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vidpipe.infer.gpu_base import BatchExecutor
+
+if TYPE_CHECKING:
+    from vidpipe.config import Config
 
 
 def _executor(args: argparse.Namespace, max_batch: int) -> Any:
@@ -264,27 +267,9 @@ def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
 
 def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str, Any]:
     """Run the daemon with ``cameras`` real-time 1080p cameras; did inference keep up?"""
-    from vidpipe.config import Config
     from vidpipe.daemon import Daemon
 
-    doc = {
-        "model": {"path": str(args.model), "labels": str(args.labels)},
-        "inference": {
-            "type": args.type,
-            "devices": [args.device],
-            "streams": 2,
-            "max_batch": args.stream_batch,
-            "batch_timeout_ms": 10,
-            "precision": args.precision,
-            **_graphs(args),
-        },
-        "http": {"enabled": False},
-        "cameras": [
-            {"name": f"cam{i}", "url": str(clip), "loop": True, "realtime": True}
-            for i in range(cameras)
-        ],
-    }
-    daemon = Daemon(Config.model_validate(doc))
+    daemon = Daemon(_stream_config(args, clip, cameras))
     daemon.start()
     assert daemon.scheduler is not None
     count = [0]
@@ -323,6 +308,30 @@ def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str
     }
     print(json.dumps(point), flush=True)
     return point
+
+
+def _stream_config(args: argparse.Namespace, clip: Path, cameras: int) -> Config:
+    """The daemon config of a streams point: ``cameras`` looping real-time cameras of ``clip``."""
+    from vidpipe.config import Config
+
+    doc = {
+        "model": {"path": str(args.model), "labels": str(args.labels)},
+        "inference": {
+            "type": args.type,
+            "devices": [args.device],
+            "streams": 2,
+            "max_batch": args.stream_batch,
+            "batch_timeout_ms": 10,
+            "precision": args.precision,
+            **_graphs(args),
+        },
+        "http": {"enabled": False},
+        "cameras": [
+            {"name": f"cam{i}", "url": str(clip), "loop": True, "realtime": True}
+            for i in range(cameras)
+        ],
+    }
+    return Config.model_validate(doc)
 
 
 def _graphs(args: argparse.Namespace) -> dict[str, bool]:

@@ -355,19 +355,35 @@ def mps_for_the_run(enabled: bool) -> Iterator[None]:
                     os.environ[name] = value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line; ``--help`` lists the options in the order they are added."""
     p = argparse.ArgumentParser(prog="python -m vidpipe.bench.gpu_daemon", description=__doc__)
     p.add_argument("--model", type=Path, required=True, help="the ONNX model (YOLOX)")
     p.add_argument("--labels", type=Path, required=True, help="its labels file")
     p.add_argument("--clip", type=Path, required=True, help="the clip every camera plays")
     p.add_argument("--cameras", default="8,16", help="camera counts, e.g. 16,32,64,128")
     p.add_argument("--decoders", default="nvdec,pyav", help="decoders to compare")
+    _add_inference_arguments(p)
+    _add_nvdec_arguments(p)
+    p.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
+    p.add_argument("--window", type=float, default=15.0, help="measurement window, seconds")
+    _add_process_arguments(p)
+    p.add_argument("--json", type=Path, required=True, help="result file (JSON lines)")
+    return p
+
+
+def _add_inference_arguments(p: argparse.ArgumentParser) -> None:
+    """The inference section of every point's config."""
     p.add_argument("--inference", choices=("torch", "openvino"), default="torch")
     p.add_argument("--device", type=int, default=0, help="CUDA device (torch)")
     p.add_argument("--streams", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--batch-timeout-ms", type=float, default=20.0)
     p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f16")
+
+
+def _add_nvdec_arguments(p: argparse.ArgumentParser) -> None:
+    """The capture section's NVDEC knobs."""
     p.add_argument(
         "--nvdec-group-size",
         type=int,
@@ -381,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
         help="capture.nvdec_prefetch: frames decoded ahead on PyNvVideoCodec's own thread "
         "(0: decode on the camera's thread)",
     )
-    p.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
-    p.add_argument("--window", type=float, default=15.0, help="measurement window, seconds")
+
+
+def _add_process_arguments(p: argparse.ArgumentParser) -> None:
+    """How the daemons run: how many shards, how cameras are assigned, MPS or not."""
     p.add_argument(
         "--processes",
         type=int,
@@ -401,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the daemons under NVIDIA's Multi-Process Service (started for the run)",
     )
-    p.add_argument("--json", type=Path, required=True, help="result file (JSON lines)")
-    args = p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     counts = [int(c) for c in args.cameras.split(",") if c]
     decoders = [d for d in args.decoders.split(",") if d]

@@ -298,38 +298,18 @@ def run_point(
     ]
     for t in threads:
         t.start()
-    nvml, handle = _nvml()
-    gpu_util, dec_util = [], []
-    while time.perf_counter() < start:
-        time.sleep(0.1)
-    cpu0, w0 = os.times(), time.perf_counter()
-    while time.perf_counter() < until[1]:
-        time.sleep(0.5)
-        if nvml is not None:
-            gpu_util.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            dec_util.append(nvml.nvmlDeviceGetDecoderUtilization(handle)[0])
-    cpu1, w1 = os.times(), time.perf_counter()
+    usage, w1 = _sample_usage(start, until[1])
     time.sleep(1.0)  # frames captured in the window may still complete
     pipe.close()
     deadline = time.perf_counter() + 5.0
     for t in threads:
         t.join(max(0.0, deadline - time.perf_counter()))
-    lat = np.array([s for c, s in pipe.done if c >= 0]) * 1000.0
-    per_cam = np.bincount([c for c, _ in pipe.done if c >= 0], minlength=cameras)
-    expected = args.window * FPS
-    share = float(per_cam.min() / expected) if cameras else 0.0
-    p95 = float(np.percentile(lat, 95)) if lat.size else float("inf")
-    cores = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / (w1 - w0)
+    share, p95, inferred = _inferred(pipe, cameras, args.window)
     return {
         "decoder": decoder,
         "cameras": cameras,
-        "worst_camera_inferred": round(share, 4),
-        "inferred_fps": round(float(per_cam.sum()) / args.window, 1),
-        "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
-        "p95_ms": round(p95, 1),
-        "host_cores": round(cores, 2),
-        "gpu_util_pct": round(float(np.mean(gpu_util)), 1) if gpu_util else None,
-        "nvdec_util_pct": round(float(np.mean(dec_util)), 1) if dec_util else None,
+        **inferred,
+        **usage,
         "mean_batch": round(pipe.frames / max(pipe.batches, 1), 1),
         "frames_skipped_late": int(sum(st["skipped"] for st in stats)),
         # Where the camera threads spend their time, share of wall time summed over cameras
@@ -344,6 +324,48 @@ def run_point(
         "batch_post_ms": round(1000 * pipe.t_post / max(pipe.batches, 1), 2),
         "holds": share >= 0.99 and p95 <= 200.0,
     }
+
+
+def _sample_usage(start: float, end: float) -> tuple[dict[str, Any], float]:
+    """Host cores, GPU and NVDEC utilisation (NVML, where installed) from ``start`` to ``end``
+    (``perf_counter`` times), and the time the window actually ended."""
+    nvml, handle = _nvml()
+    gpu_util, dec_util = [], []
+    while time.perf_counter() < start:
+        time.sleep(0.1)
+    cpu0, w0 = os.times(), time.perf_counter()
+    while time.perf_counter() < end:
+        time.sleep(0.5)
+        if nvml is not None:
+            gpu_util.append(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            dec_util.append(nvml.nvmlDeviceGetDecoderUtilization(handle)[0])
+    cpu1, w1 = os.times(), time.perf_counter()
+    cores = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / (w1 - w0)
+    usage = {
+        "host_cores": round(cores, 2),
+        "gpu_util_pct": round(float(np.mean(gpu_util)), 1) if gpu_util else None,
+        "nvdec_util_pct": round(float(np.mean(dec_util)), 1) if dec_util else None,
+    }
+    return usage, w1
+
+
+def _inferred(
+    pipe: _Pipeline, cameras: int, window_s: float
+) -> tuple[float, float, dict[str, Any]]:
+    """The worst camera's inferred share and the p95 latency in ms (unrounded, for the
+    verdict), and the point's inference figures, from the frames captured in the window."""
+    lat = np.array([s for c, s in pipe.done if c >= 0]) * 1000.0
+    per_cam = np.bincount([c for c, _ in pipe.done if c >= 0], minlength=cameras)
+    expected = window_s * FPS
+    share = float(per_cam.min() / expected) if cameras else 0.0
+    p95 = float(np.percentile(lat, 95)) if lat.size else float("inf")
+    figures = {
+        "worst_camera_inferred": round(share, 4),
+        "inferred_fps": round(float(per_cam.sum()) / window_s, 1),
+        "p50_ms": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
+        "p95_ms": round(p95, 1),
+    }
+    return share, p95, figures
 
 
 def decode_only(clip: Path, decoder: str, threads: int, seconds: float) -> dict[str, Any]:
@@ -378,7 +400,8 @@ def decode_only(clip: Path, decoder: str, threads: int, seconds: float) -> dict[
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (camera counts per decoder, batching, timing, output)."""
     p = argparse.ArgumentParser(prog="python -m vidpipe.bench.gpu_pipeline", description=__doc__)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--clip", type=Path, required=True, help="1080p25 H.264 (scripts/gpu-clip.sh)")
@@ -394,7 +417,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-only", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     p.add_argument("--decoder-stream", action="store_true", help="NVDEC on the camera's stream")
     p.add_argument("--json", type=Path, required=True)
-    args = p.parse_args(argv)
+    return p
+
+
+def _camera_points(
+    torch: Any, ex: Any, post: Any, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Every camera count of ``--nvdec`` then ``--cpu``, each list in order until
+    ``--stop-after-fail`` points in a row did not hold."""
+    points: list[dict[str, Any]] = []
+    for decoder, counts in (("nvdec", args.nvdec), ("cpu", args.cpu)):
+        fails = 0
+        for n in counts:
+            point = run_point(torch, ex, post, args, decoder, n)
+            print(json.dumps(point), flush=True)
+            points.append(point)
+            fails = 0 if point["holds"] else fails + 1
+            if fails >= args.stop_after_fail:
+                break
+    return points
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     OWN_DECODER_STREAM[0] = args.decoder_stream
     import torch
 
@@ -414,16 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     _, c = ex.io.outputs[0].shape
     h, w = ex.io.input.shape[:2]
     post = YoloxGpuPostprocess(torch, torch.device("cuda", 0), w, h, c - 5, 0.45)
-    points: list[dict[str, Any]] = []
-    for decoder, counts in (("nvdec", args.nvdec), ("cpu", args.cpu)):
-        fails = 0
-        for n in counts:
-            point = run_point(torch, ex, post, args, decoder, n)
-            print(json.dumps(point), flush=True)
-            points.append(point)
-            fails = 0 if point["holds"] else fails + 1
-            if fails >= args.stop_after_fail:
-                break
+    points = _camera_points(torch, ex, post, args)
     best = {
         d: max([q["cameras"] for q in points if q["decoder"] == d and q["holds"]], default=0)
         for d in ("nvdec", "cpu")

@@ -292,11 +292,7 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.monotonic()
     ctx = prepare(options)
-    specs = plan(ctx) if options.mode != "density" else []
-    unavailable = unavailable_contenders({s.contender for s in specs})
-    for name, reason in unavailable.items():
-        say(f"{name} contender not run: {reason}")
-    specs = [s for s in specs if s.contender not in unavailable]
+    specs, unavailable = _runnable_specs(ctx, options, say)
     machine = machine_info()
     say(
         f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
@@ -308,21 +304,9 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
 
         bench_app = run_benchmark_app(str(ctx.model), ctx.precision, max(5.0, options.seconds))
         say(f"benchmark_app: {bench_app['fps']} fps {bench_app['error'] or ''}")
-    points: list[dict[str, Any]] = []
     timeout = options.warmup_s + options.seconds + 240
     with tempfile.TemporaryDirectory(prefix="vidpipe-bench-") as tmp:
-        for i, spec in enumerate(specs, 1):
-            result = run_point(spec, Path(tmp), timeout)
-            points.append(result)
-            lat = result.get("latency_ms") or {}
-            say(
-                f"[{i}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
-                f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, "
-                f"cpu {result.get('cpu_percent', 0):.0f}% "
-                f"(others {result.get('others_cpu_percent', 0):.0f}%), "
-                f"p95 {lat.get('p95') or 0:.0f} ms"
-                + (f"  ERROR {result['error']}" if result.get("error") else "")
-            )
+        points = _run_points(specs, Path(tmp), timeout, say)
         density = None
         if options.mode != "throughput":
             from vidpipe.bench.density import run_density
@@ -352,6 +336,38 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     doc["targets"] = targets(doc)
     doc["variants"] = variant_ratios(doc)
     return doc
+
+
+def _runnable_specs(
+    ctx: RunContext, options: BenchOptions, say: Progress
+) -> tuple[list[PointSpec], dict[str, str]]:
+    """The plan's points (none in density mode) less those of contenders this machine cannot
+    run, and those contenders with the reason (each said once)."""
+    specs = plan(ctx) if options.mode != "density" else []
+    unavailable = unavailable_contenders({s.contender for s in specs})
+    for name, reason in unavailable.items():
+        say(f"{name} contender not run: {reason}")
+    return [s for s in specs if s.contender not in unavailable], unavailable
+
+
+def _run_points(
+    specs: Sequence[PointSpec], tmp: Path, timeout_s: float, say: Progress
+) -> list[dict[str, Any]]:
+    """Run every point in order, one worker process each, saying one line per point."""
+    points: list[dict[str, Any]] = []
+    for i, spec in enumerate(specs, 1):
+        result = run_point(spec, tmp, timeout_s)
+        points.append(result)
+        lat = result.get("latency_ms") or {}
+        say(
+            f"[{i}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
+            f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, "
+            f"cpu {result.get('cpu_percent', 0):.0f}% "
+            f"(others {result.get('others_cpu_percent', 0):.0f}%), "
+            f"p95 {lat.get('p95') or 0:.0f} ms"
+            + (f"  ERROR {result['error']}" if result.get("error") else "")
+        )
+    return points
 
 
 def selected_contenders(options: BenchOptions) -> tuple[str, ...]:

@@ -111,6 +111,19 @@ def _f(value: float | None, digits: int = 1) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     """The whole report as Markdown."""
+    lines = _header(doc)
+    if measured_clips(doc):
+        lines += ["", "## Throughput", ""]
+        for clip in measured_clips(doc):
+            lines += _throughput_table(doc, clip)
+        lines += _stage_table(doc) + _targets_table(doc)
+        lines += variants.markdown(doc) + _steady_state(doc)
+    lines += _density(doc)
+    return "\n".join(lines) + "\n"
+
+
+def _header(doc: dict[str, Any]) -> list[str]:
+    """Title, machine, precision, how it was measured, the command and benchmark_app."""
     m = doc["machine"]
     o = doc["options"]
     lines = [
@@ -148,43 +161,38 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{_f(bench_app.get('fps'))} fps"
             + (f" ({bench_app['error']})" if bench_app.get("error") else "")
         )
-    if measured_clips(doc):
-        lines += ["", "## Throughput", ""]
-    for clip in measured_clips(doc):
-        info = doc["clips"][clip]
-        ref = doc.get("references", {}).get(clip, {})
-        lines += [f"### {clip} ({info['width']}x{info['height']})", ""]
-        if ref:  # a reference contender ran (``python -m benchmarks``)
-            lines += [
-                f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
-                f"{_f(ref.get('stage_bound_fps'))} fps.",
-                "",
-            ]
+    return lines
+
+
+def _throughput_table(doc: dict[str, Any], clip: str) -> list[str]:
+    """One clip's throughput section: its references and a row per contender and count."""
+    info = doc["clips"][clip]
+    ref = doc.get("references", {}).get(clip, {})
+    lines = [f"### {clip} ({info['width']}x{info['height']})", ""]
+    if ref:  # a reference contender ran (``python -m benchmarks``)
         lines += [
-            "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | others' CPU % "
-            "| p50 ms | p95 ms | precision |",
-            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+            f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
+            f"{_f(ref.get('stage_bound_fps'))} fps.",
+            "",
         ]
-        order = pipelines(doc)
-        rows = [r for r in doc["summary"] if r["clip"] == clip and r["contender"] in order]
-        rows.sort(key=lambda r: (r["cameras"], order.index(r["contender"])))
-        for r in rows:
-            err = " ⚠ " + "; ".join(r["errors"])[:120] if r["errors"] else ""
-            lines.append(
-                f"| {r['contender']}{err} | {r['cameras']} | **{_f(r['fps'])}** | "
-                f"{', '.join(f'{v:.1f}' for v in r['fps_repeats'])} | {_f(r['min_camera_fps'])} | "
-                f"{_f(r['cpu_percent'], 0)} | {_f(r.get('others_cpu_percent'), 0)} | "
-                f"{_f(r['latency_p50_ms'], 0)} | "
-                f"{_f(r['latency_p95_ms'], 0)} | {r['precision'] or '-'} |"
-            )
-        lines.append("")
-    if measured_clips(doc):
-        lines += _stage_table(doc)
-        lines += _targets_table(doc)
-        lines += variants.markdown(doc)
-        lines += _steady_state(doc)
-    lines += _density(doc)
-    return "\n".join(lines) + "\n"
+    lines += [
+        "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | others' CPU % "
+        "| p50 ms | p95 ms | precision |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    order = pipelines(doc)
+    rows = [r for r in doc["summary"] if r["clip"] == clip and r["contender"] in order]
+    rows.sort(key=lambda r: (r["cameras"], order.index(r["contender"])))
+    for r in rows:
+        err = " ⚠ " + "; ".join(r["errors"])[:120] if r["errors"] else ""
+        lines.append(
+            f"| {r['contender']}{err} | {r['cameras']} | **{_f(r['fps'])}** | "
+            f"{', '.join(f'{v:.1f}' for v in r['fps_repeats'])} | {_f(r['min_camera_fps'])} | "
+            f"{_f(r['cpu_percent'], 0)} | {_f(r.get('others_cpu_percent'), 0)} | "
+            f"{_f(r['latency_p50_ms'], 0)} | "
+            f"{_f(r['latency_p95_ms'], 0)} | {r['precision'] or '-'} |"
+        )
+    return [*lines, ""]
 
 
 def _title(doc: dict[str, Any]) -> str:
