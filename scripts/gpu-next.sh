@@ -4,9 +4,10 @@
 #   scripts/gpu-clip.sh ASSETS car-1080p25.mp4        # here, once (the GPU machine has no ffmpeg)
 #   scripts/gpu-wheels.sh .whl --pack                 # here, once
 #   WHEELS=.whl scripts/gpu-tests.sh ASSETS OUT exec bash scripts/gpu-next.sh ASSETS OUT CLIP
-# About 9 minutes of device time. Each step appends its output to OUT/next.log and writes
-# OUT/next-NAME.jsonl (a device call brings back at most 8 files); a failed step is reported
-# and the rest still run. Exit code: 1 if any step failed.
+# About 8 minutes of device time. Each step appends its output to OUT/next.log; the daemon
+# counts go to OUT/next-daemon.jsonl, the stream set to OUT/next-bench-f16.json (a device call
+# brings back at most 8 files). A failed step is reported and the rest still run.
+# Exit code: 1 if any step failed.
 set -uo pipefail
 ASSETS=${1:?assets dir}; OUT=${2:?out dir}; CLIP=${3:?1080p25 clip}
 rc=0
@@ -18,17 +19,22 @@ step() {  # step NAME COMMAND...: run, log, remember a failure
   { echo "== $name: $*"; cat "$log"; } >> "$OUT/next.log"
   tail -n 15 "$log"; rm -f "$log"
 }
-daemon() {  # daemon NAME CAMERAS [OPTION...]: gpu_daemon with prefetch on nvdec cameras
-  local name=$1 cams=$2; shift 2
-  step "$name" timeout 200 python3 -m vidpipe.bench.gpu_daemon \
+daemon() {  # daemon NAME SECONDS DECODER CAMERAS [OPTION...]: gpu_daemon, prefetch on nvdec
+  local name=$1 limit=$2 decoder=$3 cams=$4; shift 4
+  step "$name" timeout "$limit" python3 -m vidpipe.bench.gpu_daemon \
     --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
-    --clip "$CLIP" --decoders nvdec --warmup 6 --window 10 --nvdec-prefetch 4 \
-    --cameras "$cams" --json "$OUT/next-$name.jsonl" "$@"
+    --clip "$CLIP" --decoders "$decoder" --warmup 6 --window 10 --nvdec-prefetch 4 \
+    --cameras "$cams" --json "$OUT/next-daemon.jsonl" "$@"
 }
-VIDPIPE_GPU_CLIP=$CLIP step prefetch-tests timeout 110 python3 -m pytest -q -p no:cacheprovider \
-  -o addopts="" tests/gpu/test_nvdec_prefetch_gpu.py
-daemon prefetch-1proc 48,56,64
-daemon prefetch-160-4mps 160 --processes 4 --mps --shard-assignment balanced
-daemon prefetch-136-3mps 136 --processes 3 --mps --shard-assignment balanced
-daemon prefetch-160-5mps 160 --processes 5 --mps --shard-assignment balanced
+# f16 stream set against the tight loop, one feeder thread against four (as cameras feed it)
+step bench-f16 timeout 150 python3 -m vidpipe.cli bench-gpu --model "$ASSETS/models/yolox_nano.onnx" \
+  --labels "$ASSETS/models/coco80.txt" --images "$ASSETS/images" --batches 64 --streams 2,4 \
+  --feeders 1,4 --precision f16 --cameras '' --json "$OUT/next-bench-f16.json"
+shards="--mps --shard-assignment balanced"
+# NVDEC with prefetch: 160 on 5 shards again (held once), then more cameras
+daemon nvdec-160-5 150 nvdec 160 --processes 5 $shards
+daemon nvdec-176-6 150 nvdec 176 --processes 6 $shards
+daemon nvdec-168-5 150 nvdec 168 --processes 5 $shards
+# CPU decode in the same run, same clip: 48 held on 2 shards before
+daemon pyav-3 240 pyav 48,56,64 --processes 3 $shards
 exit $rc

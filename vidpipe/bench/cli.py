@@ -163,6 +163,9 @@ def add_gpu_parser(sub: Any) -> None:
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
     p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
+    p.add_argument(
+        "--feeders", type=_ints, default=[1], help="camera threads feeding the stream set"
+    )
     p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
     p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
     p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
