@@ -16,6 +16,8 @@ from collections.abc import Callable
 import cv2
 import numpy as np
 
+from vidpipe.capture.pacing import Pacer
+
 DECODER_THREADS = 1
 
 
@@ -32,20 +34,38 @@ def open_clip(path: str, decoder_threads: int = DECODER_THREADS) -> cv2.VideoCap
 
 
 class LoopingReader:
-    """Frames of a file, forever: at the end the file is opened again."""
+    """Frames of a file, forever: at the end the file is opened again.
 
-    def __init__(self, path: str, decoder_threads: int = DECODER_THREADS) -> None:
+    ``realtime``: each frame is read when it is due at the file's frame rate, as a live camera
+    delivers it, with vidpipe's own ``Pacer`` (the daemon's ``realtime`` file cameras), so that
+    every contender sees the same load. ``clock`` and ``sleep`` are for tests.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        decoder_threads: int = DECODER_THREADS,
+        *,
+        realtime: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.path = path
         self.decoder_threads = decoder_threads
         self.loops = 0
         self._cap = open_clip(path, decoder_threads)
+        self._pacer = Pacer() if realtime else None
+        self._fps = float(self._cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        self._clock, self._sleep = clock, sleep
 
     def read(self) -> np.ndarray:
-        """The next ``(H, W, 3)`` uint8 BGR frame.
+        """The next ``(H, W, 3)`` uint8 BGR frame (once it is due, when ``realtime``).
 
         Raises:
             RuntimeError: the file yields no frame even right after opening.
         """
+        if self._pacer is not None and (delay_s := self._pacer.delay_s(self._clock(), self._fps)):
+            self._sleep(delay_s)
         ok, img = self._cap.read()
         if ok and img is not None:
             return img

@@ -167,7 +167,7 @@ class NaiveRun(BaselineRun):
         )
 
     def _camera(self, index: int) -> None:
-        reader = LoopingReader(self.spec.clip)
+        reader = LoopingReader(self.spec.clip, realtime=self.spec.realtime)
         request = self.compiled.create_infer_request()
         params = self.params(self.w, self.h)
         try:
@@ -209,7 +209,7 @@ class SingleDetectorRun(BaselineRun):
         self.threads += start_camera_threads(n, lambda i: self.guarded(self._camera, i), "single")
 
     def _camera(self, index: int) -> None:
-        reader = LoopingReader(self.spec.clip)
+        reader = LoopingReader(self.spec.clip, realtime=self.spec.realtime)
         done = self.done[index]
         try:
             while not self.stop_event.is_set():
@@ -321,7 +321,7 @@ class ModelApiRun(BaselineRun):
         self.threads += start_camera_threads(n, lambda i: self.guarded(self._camera, i), "mapi")
 
     def _camera(self, index: int) -> None:
-        reader = LoopingReader(self.spec.clip)
+        reader = LoopingReader(self.spec.clip, realtime=self.spec.realtime)
         try:
             while not self.stop_event.is_set():
                 image = reader.read()

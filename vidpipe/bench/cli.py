@@ -99,6 +99,13 @@ def _add_measurement_arguments(p: argparse.ArgumentParser) -> None:
         help="also run OpenVINO's benchmark_app as a cross-check",
     )
     p.add_argument("--stage-frames", type=int, help="frames timed per stage for the stage costs")
+    p.add_argument(
+        "--realtime",
+        action="store_const",
+        const=True,
+        help="throughput mode: every camera reads its clip at the clip's frame rate, as a live "
+        "camera delivers it (compare latency at a load every contender sustains)",
+    )
 
 
 def _add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -163,9 +170,6 @@ def add_gpu_parser(sub: Any) -> None:
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
     p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
-    p.add_argument(
-        "--feeders", type=_ints, default=[1], help="camera threads feeding the stream set"
-    )
     p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
     p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
     p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
@@ -221,6 +225,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_staggered=None if args.density_start is None else args.density_start != "same",
         density_cameras=args.density_cameras,
         model=args.model,
+        realtime=args.realtime,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)

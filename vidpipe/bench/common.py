@@ -120,7 +120,7 @@ class PointSpec:
 
     Attributes:
         contender: a registered contender (``all_contenders()``).
-        clip: path of the video file every camera reads (looped, unpaced).
+        clip: path of the video file every camera reads (looped; unpaced unless ``realtime``).
         clip_name: the clip's name in reports.
         cameras: number of cameras (ignored by references).
         seconds: measurement window.
@@ -135,6 +135,8 @@ class PointSpec:
         iou_threshold: NMS IoU threshold, every contender.
         stage_frames: frames timed per stage by a reference that measures stage costs.
         detect_fps: the cameras' ``detect_fps`` (vidpipe only; density mode).
+        realtime: every camera reads its file at the file's frame rate, as a live camera
+            delivers it (latency at a load both designs sustain), instead of unpaced.
     """
 
     contender: str
@@ -152,6 +154,7 @@ class PointSpec:
     iou_threshold: float = 0.45
     stage_frames: int = 300
     detect_fps: float | None = None
+    realtime: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -26,7 +26,6 @@ Two measurements, both in one run, reported as JSON and Markdown:
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import shutil
 import subprocess
@@ -112,16 +111,12 @@ def stream_set_rate(
     seconds: float,
     frames: np.ndarray,
     tag: Any = None,
-    feeders: int = 1,
 ) -> tuple[float, float]:
-    """img/s through the backend from ``feeders`` synthetic camera threads (prepared frames),
-    and the mean batch size of the measured window (the daemon exports it as
-    ``vidpipe_batch_size``).
+    """img/s through the backend from one synthetic camera thread (prepared frames), and the
+    mean batch size of the measured window (the daemon exports it as ``vidpipe_batch_size``).
 
     ``tag`` is what every frame is submitted with: a ``SubmitTag`` asks for postprocessing on
-    the device, None for the raw outputs. One feeder copies every frame (0.5 MB at 416x416)
-    on one thread; a daemon letterboxes on each camera's thread, so at f16 rates (about
-    10,000 img/s) one feeder measures its own copy as much as the stream set.
+    the device, None for the raw outputs.
     """
     from vidpipe.infer.streamset import StreamSetBackend
 
@@ -137,24 +132,14 @@ def stream_set_rate(
         with lock:
             done[0] += 1
 
-    def feed_one(until: float, first: int) -> None:
-        i = first
+    def feed(until: float) -> None:
+        i = 0
         while time.perf_counter() < until:
             buf = backend.lend(0.1)
             if buf is not None:
                 np.copyto(buf.tensor, frames[i % len(frames)])  # the daemon letterboxes here
                 backend.submit(buf, tag, on_done)
                 i += 1
-
-    def feed(until: float) -> None:
-        threads = [
-            threading.Thread(target=feed_one, args=(until, n), name=f"feeder-{n}")
-            for n in range(feeders)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
 
     try:
         feed(time.perf_counter() + 1.0)  # warm-up
@@ -180,12 +165,11 @@ def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[
         rt, ex = _executor(args, batch)
         tight = tight_loop(rt, ex, batch, args.seconds)
         tag = device_tag(args, ex)
-        for k, feeders in itertools.product(args.streams, args.feeders):
-            rate, mean_batch = stream_set_rate([(rt, ex)], k, args.seconds, frames, tag, feeders)
+        for k in args.streams:
+            rate, mean_batch = stream_set_rate([(rt, ex)], k, args.seconds, frames, tag)
             point = {
                 "batch": batch,
                 "streams": k,
-                "feeders": feeders,
                 "outputs": "host" if tag is None else "device",
                 "tight_loop_img_s": round(tight, 1),
                 "stream_set_img_s": round(rate, 1),

@@ -70,6 +70,7 @@ class BenchOptions:
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
     mode: str = "throughput"  # throughput | density | both
+    realtime: bool = False  # throughput mode: cameras paced at the clip's frame rate
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
     density_clip: str = "car-detection.mp4"
     density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
@@ -170,6 +171,7 @@ def plan(ctx: RunContext) -> list[PointSpec]:
             score_threshold=o.score_threshold,
             iou_threshold=o.iou_threshold,
             stage_frames=o.stage_frames,
+            realtime=o.realtime,
         )
 
     for clip in o.clips:

@@ -1,8 +1,7 @@
 """Turn a result document into the target ratios, a Markdown table and a PNG plot.
 
-``python -m vidpipe.bench.report RESULT.json [OUT_DIR]`` regenerates the Markdown and the PNG
-from a stored result's raw points (summary, references and targets are recomputed and written
-back into the JSON).
+``python -m vidpipe.bench.report RESULT.json [OUT_DIR]`` regenerates both from a stored
+result's raw points (summary, references and targets are recomputed and written back).
 """
 
 from __future__ import annotations
@@ -136,9 +135,11 @@ def _header(doc: dict[str, Any]) -> list[str]:
     if measured_clips(doc):
         lines += [
             f"- Points: {o['seconds']:g} s measured after {o['warmup_s']:g} s warm-up, "
-            f"{o['repeats']} repeat(s) alternated; fps = frames finished in the window / window; "
-            f"CPU % = process CPU time / window / cores; others' CPU % = the rest of the machine "
-            f"in the same window (worst repeat; > 5 means the point was disturbed); "
+            f"{o['repeats']} repeat(s) alternated; cameras "
+            f"{'paced at the clip frame rate' if o.get('realtime') else 'unpaced'}; fps = frames "
+            f"finished in the window / window; CPU % = process CPU time / window / cores; "
+            f"others' CPU % = the rest of the machine in the same window (worst repeat; > 5 "
+            f"means the point was disturbed); "
             f"latency = capture to result; values are medians over the repeats",
         ]
         unavailable = doc.get("unavailable")

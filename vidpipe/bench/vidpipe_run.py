@@ -61,6 +61,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
                 "name": f"cam{i}",
                 "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
                 "loop": not is_stream,
+                **({"realtime": True} if spec.realtime and not is_stream else {}),
                 **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
                 **VIDPIPE_CAMERA_VARIANTS.get(spec.contender, {}),
             }

@@ -1,0 +1,86 @@
+"""``vidpipe bench --realtime``: every contender's cameras read their clip at its frame rate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import pytest
+
+from benchmarks.capture import LoopingReader
+from vidpipe.bench.common import PointSpec
+from vidpipe.bench.vidpipe_run import bench_config
+from vidpipe.cli import build_parser
+
+ASSETS = Path(os.environ.get("VIDPIPE_ASSETS", "../shared/assets"))
+CLIP = ASSETS / "videos" / "car-detection.mp4"
+
+
+class FakeClock:
+    """Time that moves only when the reader sleeps (plus a fixed cost per read)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clip() -> Path:
+    if not CLIP.exists():
+        pytest.skip(f"assets not found at {ASSETS} (set VIDPIPE_ASSETS)")
+    return CLIP
+
+
+def test_realtime_reader_delivers_frames_at_the_clip_rate(clip: Path) -> None:
+    clock = FakeClock()
+    reader = LoopingReader(str(clip), realtime=True, clock=clock, sleep=clock.sleep)
+    fps = cv2.VideoCapture(str(clip)).get(cv2.CAP_PROP_FPS)
+    try:
+        for _ in range(6):
+            reader.read()
+            clock.now += 0.01  # the consumer's work between reads
+    finally:
+        reader.close()
+    # frame k is due k / fps after the first: five waits, each the period less the work
+    assert len(clock.sleeps) == 5
+    assert clock.sleeps == pytest.approx([1.0 / fps - 0.01] * 5)
+
+
+def test_unpaced_reader_never_waits(clip: Path) -> None:
+    clock = FakeClock()
+    reader = LoopingReader(str(clip), clock=clock, sleep=clock.sleep)
+    try:
+        for _ in range(6):
+            reader.read()
+    finally:
+        reader.close()
+    assert clock.sleeps == []
+
+
+def test_realtime_point_paces_vidpipe_file_cameras_only(tmp_path: Path) -> None:
+    spec = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
+                     "/m.xml", "/labels.txt", realtime=True)  # fmt: skip
+    assert all(c.realtime for c in bench_config(spec, tmp_path / "a.jsonl").cameras)
+    unpaced = PointSpec(**{**spec.to_dict(), "realtime": False})
+    assert not any(c.realtime for c in bench_config(unpaced, tmp_path / "b.jsonl").cameras)
+    stream = PointSpec(**{**spec.to_dict(), "clip": "rtsp://127.0.0.1:8554/cam{i}"})
+    assert not any(c.realtime for c in bench_config(stream, tmp_path / "c.jsonl").cameras)
+
+
+def test_realtime_flag_reaches_the_options() -> None:
+    from vidpipe.bench.harness import SUITES, with_overrides
+
+    args = build_parser().parse_args(["bench", "--realtime", "--cameras", "4"])
+    assert args.realtime is True
+    options = with_overrides(SUITES["full"], realtime=args.realtime)
+    assert options.realtime is True
+    plain = build_parser().parse_args(["bench"])
+    assert with_overrides(SUITES["full"], realtime=plain.realtime).realtime is False
