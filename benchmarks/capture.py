@@ -37,8 +37,10 @@ class LoopingReader:
     """Frames of a file, forever: at the end the file is opened again.
 
     ``realtime``: each frame is read when it is due at the file's frame rate, as a live camera
-    delivers it, with vidpipe's own ``Pacer`` (the daemon's ``realtime`` file cameras), so that
-    every contender sees the same load. ``clock`` and ``sleep`` are for tests.
+    delivers it, with vidpipe's own ``Pacer``, aligned to the clock as the daemon's cameras are
+    in ``vidpipe bench --realtime`` (``capture.realtime_phase: aligned``), so that every
+    contender's cameras deliver in step at the same instants. ``clock`` and ``sleep`` are for
+    tests.
     """
 
     def __init__(
@@ -54,7 +56,7 @@ class LoopingReader:
         self.decoder_threads = decoder_threads
         self.loops = 0
         self._cap = open_clip(path, decoder_threads)
-        self._pacer = Pacer() if realtime else None
+        self._pacer = Pacer(aligned=True) if realtime else None
         self._fps = float(self._cap.get(cv2.CAP_PROP_FPS) or 0.0)
         self._clock, self._sleep = clock, sleep
 

@@ -11,6 +11,7 @@ import pytest
 from benchmarks.capture import LoopingReader
 from vidpipe.bench.common import PointSpec
 from vidpipe.bench.vidpipe_run import bench_config
+from vidpipe.capture.pacing import Pacer
 from vidpipe.cli import build_parser
 
 ASSETS = Path(os.environ.get("VIDPIPE_ASSETS", "../shared/assets"))
@@ -65,12 +66,31 @@ def test_unpaced_reader_never_waits(clip: Path) -> None:
     assert clock.sleeps == []
 
 
+def test_aligned_pacers_make_frames_due_at_the_same_instants() -> None:
+    """Cameras opened at different moments deliver in step when aligned, out of step when
+    free (the daemon's default)."""
+
+    def due_times(start_s: float, aligned: bool) -> list[float]:
+        pacer, now, out = Pacer(aligned=aligned), start_s, []
+        for _ in range(4):
+            now += pacer.delay_s(now, 12.5)
+            out.append(round(now, 6))
+        return out
+
+    assert due_times(100.013, True) == due_times(100.051, True) == [100.08, 100.16, 100.24, 100.32]
+    assert due_times(100.013, False) != due_times(100.051, False)
+
+
 def test_realtime_point_paces_vidpipe_file_cameras_only(tmp_path: Path) -> None:
     spec = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
                      "/m.xml", "/labels.txt", realtime=True)  # fmt: skip
-    assert all(c.realtime for c in bench_config(spec, tmp_path / "a.jsonl").cameras)
+    paced = bench_config(spec, tmp_path / "a.jsonl")
+    assert all(c.realtime for c in paced.cameras)
+    assert paced.capture.realtime_phase == "aligned"  # in step with the baselines' readers
     unpaced = PointSpec(**{**spec.to_dict(), "realtime": False})
-    assert not any(c.realtime for c in bench_config(unpaced, tmp_path / "b.jsonl").cameras)
+    plain = bench_config(unpaced, tmp_path / "b.jsonl")
+    assert not any(c.realtime for c in plain.cameras)
+    assert plain.capture.realtime_phase == "free"
     stream = PointSpec(**{**spec.to_dict(), "clip": "rtsp://127.0.0.1:8554/cam{i}"})
     assert not any(c.realtime for c in bench_config(stream, tmp_path / "c.jsonl").cameras)
 

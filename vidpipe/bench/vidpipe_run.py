@@ -33,7 +33,7 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
-    data = {
+    data: dict[str, Any] = {
         "model": {
             "path": spec.model,
             "labels": spec.labels,
@@ -55,6 +55,8 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
             "live": VIDPIPE_LIVE_VARIANTS.get(spec.contender, {}),
         },
         "logging": {"level": "WARNING"},
+        # --realtime: cameras in step, on the same clock grid as the baselines' readers
+        **({"capture": {"realtime_phase": "aligned"}} if spec.realtime else {}),
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [
             {

@@ -101,7 +101,8 @@ class CaptureWorker:
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
         self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
-        self._pacer = Pacer() if camera.realtime and not camera.is_stream else None
+        aligned = defaults.realtime_phase == "aligned"
+        self._pacer = Pacer(aligned=aligned) if camera.realtime and not camera.is_stream else None
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._seq = 0
         self._seq_lock = threading.Lock()

@@ -108,6 +108,12 @@ class CaptureConfig(ConfigModel):
         "ahead on a C++ thread of its own, off the GIL the batcher needs (0: decode on the "
         "camera's thread). Live streams always decode on their camera's thread",
     )
+    realtime_phase: Literal["free", "aligned"] = Field(
+        "free",
+        description="realtime file cameras: free (each plays from when it opened) or aligned "
+        "(frames due on one clock grid of the frame period: cameras of one rate deliver at the "
+        "same instants, the same in every run; vidpipe bench --realtime uses it)",
+    )
     analyze_duration_ms: int = Field(
         500,
         ge=0,
