@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import Field
 
+import vidpipe.capture  # registers the capture sources
 import vidpipe.infer.backends
 import vidpipe.postprocess.decode
 import vidpipe.sinks  # noqa: F401  (registers the sink factories)
 from vidpipe import redact
 from vidpipe.config import (
     BACKENDS,
+    CAPTURE_DECODERS,
     MODEL_TYPES,
     SECRET,
     SINKS,
@@ -25,7 +27,9 @@ from vidpipe.config import (
 BASE = "model:\n  path: m.onnx\n"
 
 
-@pytest.mark.parametrize("kind", [SINKS, BACKENDS, MODEL_TYPES], ids=lambda k: k.what)
+@pytest.mark.parametrize(
+    "kind", [SINKS, BACKENDS, MODEL_TYPES, CAPTURE_DECODERS], ids=lambda k: k.what
+)
 def test_every_declared_type_has_an_implementation(kind: Kind) -> None:
     assert kind.tags
     assert kind.unimplemented() == []

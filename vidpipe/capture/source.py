@@ -2,7 +2,8 @@
 
 A source is one connection to one camera (or one pass over a file). The worker owns every
 policy around it (reconnects, backoff, the stall watchdog, pacing, decimation); a source only
-opens, reads decoded frames and closes. A new decoder is one entry in ``SOURCES``.
+opens, reads decoded frames and closes. A new decoder is a name declared in
+``vidpipe.config.schema`` and one ``register_source`` call in its module.
 
 A source hands over a ``Picture``: the decoded frame as the decoder left it. Its conversion to
 what the pipeline takes (BGR) happens only when ``image()`` is called, so the frames that the
@@ -22,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.types import DeviceImage, Image
 
 REASONS = (
@@ -245,12 +247,13 @@ class Source(Protocol):
 
 SourceFactory = Callable[[CameraConfig, CaptureConfig], Source]
 
-SOURCES: dict[str, SourceFactory] = {}
+SOURCES: dict[str, SourceFactory] = CAPTURE_DECODERS.factories
 """``capture.decoder`` value -> factory; decoders register themselves on import."""
 
 
 def register_source(decoder: str, factory: SourceFactory) -> None:
-    SOURCES[decoder] = factory
+    """``factory`` makes the sources of ``decoder`` (declared in ``vidpipe.config.schema``)."""
+    CAPTURE_DECODERS.register(decoder)(factory)
 
 
 def make_source(camera: CameraConfig, defaults: CaptureConfig) -> Source:

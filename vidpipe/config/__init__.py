@@ -28,7 +28,7 @@ from vidpipe.config.load import (
     parse_config,
     register_secrets,
 )
-from vidpipe.config.registry import BACKENDS, MODEL_TYPES, SINKS, Kind
+from vidpipe.config.registry import BACKENDS, CAPTURE_DECODERS, MODEL_TYPES, SINKS, Kind
 from vidpipe.config.scene import LineConfig, Point, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.schema import (
     CameraConfig,
@@ -53,6 +53,7 @@ from vidpipe.config.sinks import (
 
 __all__ = [
     "BACKENDS",
+    "CAPTURE_DECODERS",
     "DEFAULT_ENGINE_CACHE",
     "MAX_CONFIG_BYTES",
     "MAX_DEPTH",

@@ -91,6 +91,11 @@ class Kind:
                 f"no implementation registered for {self.what} type {tag!r}"
             ) from None
 
+    @property
+    def factories(self) -> dict[str, Any]:
+        """Type name -> registered factory: the registry itself (tests put fakes in it)."""
+        return self._factories
+
     def unimplemented(self) -> list[str]:
         """Declared types with no registered factory (after the stages were imported)."""
         return [tag for tag in self._configs if tag not in self._factories]
@@ -102,3 +107,5 @@ BACKENDS = Kind("inference")
 """``inference.type``: configs in ``vidpipe.config.inference``, factories in ``vidpipe.infer``."""
 MODEL_TYPES = Kind("model")
 """``model.type``: names in ``vidpipe.config.inference``, decoders in ``vidpipe.postprocess``."""
+CAPTURE_DECODERS = Kind("capture decoder")
+"""``capture.decoder``: names in ``vidpipe.config.schema``, sources in ``vidpipe.capture``."""

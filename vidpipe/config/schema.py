@@ -7,13 +7,14 @@ this package; the loader that reads YAML into a ``Config`` is ``vidpipe.config.l
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from vidpipe.config.base import SECRET, ConfigModel
 from vidpipe.config.clips import ClipsConfig, merge_clip_defaults
 from vidpipe.config.inference import GpuConfig, InferenceConfig, ModelConfig, OpenVINOConfig
+from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.sinks import SinkConfig
 
@@ -39,8 +40,13 @@ class ShardingConfig(ConfigModel):
     )
 
 
-Decoder = Literal["pyav", "nvdec"]
-"""A capture decoder: the key of its source in ``vidpipe.capture.source.SOURCES``."""
+CAPTURE_DECODERS.declare("pyav", "nvdec")
+
+if TYPE_CHECKING:
+    Decoder = str
+else:
+    Decoder = CAPTURE_DECODERS.literal()
+"""A capture decoder: the type its source registers (``vidpipe.capture.source.register_source``)."""
 
 
 class MotionConfig(ConfigModel):
