@@ -104,3 +104,18 @@ def test_realtime_flag_reaches_the_options() -> None:
     assert options.realtime is True
     plain = build_parser().parse_args(["bench"])
     assert with_overrides(SUITES["full"], realtime=plain.realtime).realtime is False
+
+
+def test_fps_targets_apply_to_unpaced_runs_only() -> None:
+    """Paced cameras give every contender the same frames: an fps ratio says nothing there."""
+    import json
+
+    from vidpipe.bench.report import markdown, targets
+
+    results = Path(__file__).parents[2] / "benchmarks" / "results"
+    unpaced = json.loads((results / "naive-suite-2cpu-xeon-rewrites-2req.json").read_text())
+    assert any(t["target"] == "vidpipe / naive" for t in targets(unpaced))
+    paced = json.loads((results / "naive-suite-2cpu-xeon-realtime.json").read_text())
+    assert paced["options"]["realtime"] is True
+    assert targets(paced) == []
+    assert "No target applies to this run." in markdown(paced)

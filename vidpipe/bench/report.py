@@ -47,10 +47,10 @@ def pipelines(doc: dict[str, Any]) -> list[str]:
 
 
 def _row(doc: dict[str, Any], contender: str, clip: str, cameras: int) -> dict[str, Any] | None:
-    for r in doc["summary"]:
-        if (r["contender"], r["clip"], r["cameras"]) == (contender, clip, cameras):
-            return r
-    return None
+    key = (contender, clip, cameras)
+    return next(
+        (r for r in doc["summary"] if (r["contender"], r["clip"], r["cameras"]) == key), None
+    )
 
 
 def ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -78,9 +78,9 @@ def ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every target that applies to this run, with its ratio and whether it holds."""
-    out = []
-    for r in ratios(doc):
+    """Every target that applies, its ratio and whether it holds (none with ``--realtime``)."""
+    out: list[dict[str, Any]] = []
+    for r in [] if doc["options"].get("realtime") else ratios(doc):
         height = doc["clips"][r["clip"]]["height"]
         for name, key, threshold, cams, heights in TARGETS:
             if r["cameras"] not in cams or (heights is not None and height not in heights):
