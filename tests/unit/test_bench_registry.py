@@ -99,3 +99,17 @@ def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
         rate, mean_batch = stream_set_rate([(rt, ex)], streams, 0.3, frames)
         assert rate > 0 and 1.0 <= mean_batch <= 4.0
         assert not ex.closed
+
+
+def test_bench_gpu_feeds_pictures_already_on_the_gpu_fake_gpu() -> None:
+    """``--inputs device``: NVDEC-like pictures reach the backend's GPU letterbox, not the
+    pinned rows; every frame lent is submitted and completed."""
+    from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
+    from vidpipe.bench.gpu import stream_set_rate
+
+    rt = FakeGpuRuntime(0, 0.0)
+    ex = FakeExecutor(rt, 4)
+    rate, _ = stream_set_rate([(rt, ex)], 2, 0.3, [device_frame(1, i) for i in range(4)])
+    assert rate > 0
+    letterboxed = sum(len(rows) for ctx in ex.contexts for rows in ctx.letterboxed)
+    assert letterboxed >= 0.3 * rate  # every frame of the window went through it

@@ -185,6 +185,13 @@ def add_gpu_parser(sub: Any) -> None:
         help="stream set: postprocess on the device as the daemon does (default), or bring "
         "the raw outputs to the host",
     )
+    p.add_argument(
+        "--inputs",
+        choices=("host", "device"),
+        default="host",
+        help="stream set: letterboxed frames copied into its pinned batch (CPU decode, the "
+        "default), or 1080p NV12 pictures already on the GPU that it letterboxes there (NVDEC)",
+    )
     p.add_argument("--model-type", default="yolox", help="the model's decoder (model.type)")
     p.add_argument("--json", type=Path, required=True, help="result file")
     p.set_defaults(func=cmd_bench_gpu)

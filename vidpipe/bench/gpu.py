@@ -26,17 +26,20 @@ Two measurements, both in one run, reported as JSON and Markdown:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vidpipe.infer.gpu_base import BatchExecutor
+from vidpipe.types import DeviceImage
 
 if TYPE_CHECKING:
     from vidpipe.config import Config
@@ -109,14 +112,18 @@ def stream_set_rate(
     devices: list[tuple[Any, Any]],
     streams: int,
     seconds: float,
-    frames: np.ndarray,
+    frames: np.ndarray | Sequence[DeviceImage],
     tag: Any = None,
 ) -> tuple[float, float]:
     """img/s through the backend from one synthetic camera thread (prepared frames), and the
     mean batch size of the measured window (the daemon exports it as ``vidpipe_batch_size``).
 
-    ``tag`` is what every frame is submitted with: a ``SubmitTag`` asks for postprocessing on
-    the device, None for the raw outputs.
+    ``frames``: letterboxed host frames, copied into the lent pinned rows as the scheduler
+    letterboxes a CPU-decoded frame, or pictures already on the GPU (``DeviceImage``, as NVDEC
+    decodes them), which the backend letterboxes into the batch on the device. One thread
+    lends and submits, as the scheduler does (``lend`` has a single lender). ``tag`` is what
+    every frame is submitted with: a ``SubmitTag`` asks for postprocessing on the device,
+    None for the raw outputs.
     """
     from vidpipe.infer.streamset import StreamSetBackend
 
@@ -137,7 +144,11 @@ def stream_set_rate(
         while time.perf_counter() < until:
             buf = backend.lend(0.1)
             if buf is not None:
-                np.copyto(buf.tensor, frames[i % len(frames)])  # the daemon letterboxes here
+                image = frames[i % len(frames)]
+                if isinstance(image, DeviceImage):
+                    buf.fill(image)  # kept on the GPU, letterboxed there at dispatch
+                else:
+                    np.copyto(buf.tensor, image)  # the daemon letterboxes here
                 backend.submit(buf, tag, on_done)
                 i += 1
 
@@ -159,7 +170,9 @@ def stream_set_rate(
         backend.close()  # closes only the _Lent wrappers: the executors serve the next point
 
 
-def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[str, Any]]:
+def inference_points(
+    args: argparse.Namespace, frames: np.ndarray | Sequence[DeviceImage]
+) -> list[dict[str, Any]]:
     points = []
     for batch in args.batches:
         rt, ex = _executor(args, batch)
@@ -170,6 +183,7 @@ def inference_points(args: argparse.Namespace, frames: np.ndarray) -> list[dict[
             point = {
                 "batch": batch,
                 "streams": k,
+                "inputs": args.inputs,
                 "outputs": "host" if tag is None else "device",
                 "tight_loop_img_s": round(tight, 1),
                 "stream_set_img_s": round(rate, 1),
@@ -353,7 +367,11 @@ def run(args: argparse.Namespace) -> int:
     """Run the measurements ``args`` ask for (``vidpipe bench-gpu``, see ``bench.cli``) and
     write the JSON document."""
     doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
-    frames = _frames(args.images)
+    frames = (
+        _device_frames(args.images, args.device)
+        if args.inputs == "device"
+        else _frames(args.images)
+    )
     if args.batches:
         doc["inference"] = inference_points(args, frames)
     if args.cameras and args.clip:
@@ -371,12 +389,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _frames(images: Path | None) -> np.ndarray:
-    """Letterboxed u8 frames ``(n, 1, 416, 416, 3)`` (random pixels without images)."""
-    from vidpipe.preprocess.letterbox import letterbox
-
+def _images(images: Path | None) -> list[np.ndarray]:
+    """Up to 16 BGR pictures from ``images`` (random 640x480 pixels without)."""
     if images is None:
-        return np.random.default_rng(0).integers(0, 255, (8, 1, 416, 416, 3), dtype=np.uint8)
+        rng = np.random.default_rng(0)
+        return [rng.integers(0, 255, (480, 640, 3), dtype=np.uint8) for _ in range(8)]
     import cv2
 
     out = []
@@ -384,6 +401,27 @@ def _frames(images: Path | None) -> np.ndarray:
         image = cv2.imread(str(path))
         if image is None:
             raise FileNotFoundError(f"cannot read {path}")
-        canvas, _ = letterbox(np.asarray(image, np.uint8), 416, 416)
-        out.append(canvas[None])
-    return np.stack(out)
+        out.append(np.asarray(image, np.uint8))
+    return out
+
+
+def _frames(images: Path | None) -> np.ndarray:
+    """Letterboxed u8 frames ``(n, 1, 416, 416, 3)``, as the scheduler writes them."""
+    from vidpipe.preprocess.letterbox import letterbox
+
+    return np.stack([letterbox(image, 416, 416)[0][None] for image in _images(images)])
+
+
+def _device_frames(images: Path | None, device: int) -> list[DeviceImage]:
+    """The same pictures at 1920x1080 in NV12 on GPU ``device``, as NVDEC leaves a frame."""
+    import cv2
+    import torch
+
+    from vidpipe.preprocess.gpu import bgr_to_nv12
+
+    out = []
+    for image in _images(images):
+        bgr = cv2.resize(image, (1920, 1080))
+        on_gpu = torch.from_numpy(bgr_to_nv12(bgr)).to(f"cuda:{device}")
+        out.append(DeviceImage(on_gpu, device, 1920, 1080, functools.partial(np.copy, bgr)))
+    return out
