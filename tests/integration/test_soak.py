@@ -213,7 +213,11 @@ def check_and_report(
     cycles: list[Cycle], samples: list[Sample], duration_s: float, p95_windows: list[float]
 ) -> None:
     assert len(cycles) >= 3
-    warm = cycles[0].settled
+    # What the daemon held just before the first restart, the quietest of cycle 0's last three
+    # samples: when cycle 0 settles, right after start-up, descriptors opened on first use may
+    # not exist yet (one run settled at 15 and then held 17 for the rest of the cycle and
+    # after every restart).
+    warm = min([s for s in samples if s.cycle == 0][-3:], key=lambda s: (s.threads, s.fds))
     # warm-up is the first cycle: compare the cycle after it with the last one
     rss_start = statistics.median(s.rss_kb for s in samples if s.cycle == 1)
     rss_end = statistics.median(s.rss_kb for s in samples if s.cycle == cycles[-1].index)
