@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.gil_handover import Params, _batcher, _pct, native_call, python_work
-from vidpipe.capture import source as capture_source
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource
 from vidpipe.capture.worker import CaptureWorker
-from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.handoff import FrameHub
 from vidpipe.metrics import CameraMetrics, Metrics
 from vidpipe.types import Frame
@@ -108,12 +107,12 @@ def _source_factory(p: Params) -> Any:
 def run_worker(group_size: int, p: Params) -> dict[str, object]:
     """``p.cameras`` real capture workers: ``_WARMUP_S``, then a window of ``p.seconds`` - 0.5
     (the model's window)."""
-    saved = capture_source.SOURCES["nvdec"]
-    capture_source.SOURCES["nvdec"] = _source_factory(p)
+    saved = CAPTURE_DECODERS.factories["nvdec"]
+    CAPTURE_DECODERS.factories["nvdec"] = _source_factory(p)
     try:
         return _run(group_size, p)
     finally:
-        capture_source.SOURCES["nvdec"] = saved
+        CAPTURE_DECODERS.factories["nvdec"] = saved
 
 
 def _run(group_size: int, p: Params) -> dict[str, object]:

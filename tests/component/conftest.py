@@ -10,9 +10,8 @@ import pytest
 
 from tests.component.capture_rig import Rig, capture_threads
 from tests.rtsp import gst_rtsp_available
-from vidpipe.capture import source as capture_source
 from vidpipe.capture.pyav_source import PyAVSource
-from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 
 
 @pytest.fixture
@@ -48,5 +47,5 @@ def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
         made.append(PyAVSource(camera, defaults))
         return made[-1]
 
-    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", factory)
     yield made

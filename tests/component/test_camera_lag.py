@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.component.capture_rig import CAR, Rig, until
-from vidpipe.capture import source as capture_source
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.capture.session import Session
-from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 
 FRAME_S = 0.08  # the car clip runs at 12.5 fps
 
@@ -39,7 +38,7 @@ def test_a_reader_that_keeps_pace_shows_no_lag_and_a_slow_one_shows_it_growing(
         cls = SlowSource if camera.name == "slow" else PyAVSource
         return cls(camera, defaults)
 
-    monkeypatch.setitem(capture_source.SOURCES, "pyav", factory)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", factory)
     clip = str(videos / f"{CAR}.mp4")
     for name in ("paced", "slow"):
         rig.worker(name, clip, "newest", realtime=True)[0].start()

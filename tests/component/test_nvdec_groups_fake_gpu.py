@@ -19,12 +19,11 @@ import pytest
 from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec
 from vidpipe.capture import CaptureWorker
-from vidpipe.capture import source as capture_source
 from vidpipe.capture import worker as capture_worker
 from vidpipe.capture.group import ReadGroups
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource
-from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
 from vidpipe.types import CameraState, DeviceImage, Frame
@@ -120,7 +119,7 @@ def groups(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReadGroups]:
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, cams: Cameras) -> None:
-    monkeypatch.setitem(capture_source.SOURCES, "nvdec", cams.source)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", cams.source)
 
 
 def _group_threads_alive() -> list[str]:

@@ -24,7 +24,7 @@ from vidpipe.capture import source as capture_source
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource, check_nvdec, nv12_to_bgr
 from vidpipe.capture.pyav_source import PyAVSource
-from vidpipe.config import CameraConfig, CaptureConfig, Config
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig, Config
 from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
 from vidpipe.types import CameraState, DeviceImage, Frame
@@ -97,7 +97,7 @@ def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeCodec], None]:
             reader = NvdecReader(cam.url, gpu=cam.gpu or 0, codec=codec, to_tensor=_surface)
             return NvdecSource(cam, defaults, reader=reader, own_copy=lambda s: (np.copy(s), None))
 
-        monkeypatch.setitem(capture_source.SOURCES, "nvdec", factory)
+        monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", factory)
 
     return install
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import cv2
@@ -14,12 +13,9 @@ from vidpipe.bench.vidpipe_run import bench_config
 from vidpipe.capture.pacing import Pacer
 from vidpipe.cli import build_parser
 
-ASSETS = Path(os.environ.get("VIDPIPE_ASSETS", "../shared/assets"))
-CLIP = ASSETS / "videos" / "car-detection.mp4"
-
 
 class FakeClock:
-    """Time that moves only when the reader sleeps (plus a fixed cost per read)."""
+    """Time that moves only when the reader sleeps, or when the test moves it."""
 
     def __init__(self) -> None:
         self.now = 100.0
@@ -34,10 +30,8 @@ class FakeClock:
 
 
 @pytest.fixture
-def clip() -> Path:
-    if not CLIP.exists():
-        pytest.skip(f"assets not found at {ASSETS} (set VIDPIPE_ASSETS)")
-    return CLIP
+def clip(assets_dir: Path) -> Path:
+    return assets_dir / "videos" / "car-detection.mp4"
 
 
 def test_realtime_reader_delivers_frames_at_the_clip_rate(clip: Path) -> None:
@@ -106,13 +100,13 @@ def test_realtime_flag_reaches_the_options() -> None:
     assert with_overrides(SUITES["full"], realtime=plain.realtime).realtime is False
 
 
-def test_fps_targets_apply_to_unpaced_runs_only() -> None:
+def test_fps_targets_apply_to_unpaced_runs_only(repo_root: Path) -> None:
     """Paced cameras give every contender the same frames: an fps ratio says nothing there."""
     import json
 
     from vidpipe.bench.report import markdown, targets
 
-    results = Path(__file__).parents[2] / "benchmarks" / "results"
+    results = repo_root / "benchmarks" / "results"
     unpaced = json.loads((results / "naive-suite-2cpu-xeon-rewrites-2req.json").read_text())
     assert any(t["target"] == "vidpipe / naive" for t in targets(unpaced))
     paced = json.loads((results / "naive-suite-2cpu-xeon-realtime.json").read_text())

@@ -247,9 +247,6 @@ class Source(Protocol):
 
 SourceFactory = Callable[[CameraConfig, CaptureConfig], Source]
 
-SOURCES: dict[str, SourceFactory] = CAPTURE_DECODERS.factories
-"""``capture.decoder`` value -> factory; decoders register themselves on import."""
-
 
 def register_source(decoder: str, factory: SourceFactory) -> None:
     """``factory`` makes the sources of ``decoder`` (declared in ``vidpipe.config.schema``)."""
@@ -259,7 +256,8 @@ def register_source(decoder: str, factory: SourceFactory) -> None:
 def make_source(camera: CameraConfig, defaults: CaptureConfig) -> Source:
     """The unopened source for ``camera`` from its decoder (``capture.decoder`` unless the
     camera sets its own)."""
-    return SOURCES[camera.decoder or defaults.decoder](camera, defaults)
+    factory: SourceFactory = CAPTURE_DECODERS.factory(camera.decoder or defaults.decoder)
+    return factory(camera, defaults)
 
 
 def source_for(url: str) -> str:
