@@ -6,10 +6,11 @@ reader thread reports and the supervisor watches (``vidpipe.capture.worker``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -65,7 +66,7 @@ class Session:
         self.frames = 0
         self.seq0: int | None = None
         self.epoch = 0  # Frame.epoch of this session's current pass
-        self.in_put = False  # waiting for the consumer is not a stall
+        self.waiting = False  # for the consumer: not a stall (not_idle)
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
         self._skipping_source: Source | None = None  # the source ``skipped`` counts for
@@ -79,7 +80,19 @@ class Session:
             self.wake.set()
 
     def idle_s(self, now_s: float) -> float:
-        return 0.0 if self.in_put else now_s - self.last_progress_s
+        return 0.0 if self.waiting else now_s - self.last_progress_s
+
+    @contextlib.contextmanager
+    def not_idle(self, clock: Callable[[], float]) -> Iterator[None]:
+        """Time spent in the block counts neither towards a stall nor towards the open
+        timeout: the reader waits for the consumer."""
+        t0 = clock()
+        self.waiting = True
+        try:
+            yield
+        finally:
+            self.last_progress_s += clock() - t0
+            self.waiting = False
 
     def lag_s(self, now_s: float, media_s: float) -> float:
         """How much later than the stream's own clock this frame was read, above the least

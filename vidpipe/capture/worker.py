@@ -414,14 +414,8 @@ class CaptureWorker:
 
     def _wait_for_consumer(self, session: Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""
-        t0 = self._clock()
-        session.in_put = True
-        try:
+        with session.not_idle(self._clock):  # waiting for the consumer is no stall
             return self._mailbox.wait_empty(session.cancel)
-        finally:
-            # Time spent waiting for the consumer never counts as a stall.
-            session.last_progress_s += self._clock() - t0
-            session.in_put = False
 
     def _end_of_pass(self, session: Session, pass_frames: int) -> bool:
         """``read`` returned False: finish the session, or rewind a looping file (True)."""
@@ -483,14 +477,9 @@ class CaptureWorker:
             still_frames = self._motion.admit(picture, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
-        session.in_put = True
-        try:
+        with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
             frame = Frame(self.name, seq, now, picture.image(), session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
-        finally:
-            # Time spent waiting for the consumer (block policy) never counts as a stall.
-            session.last_progress_s += self._clock() - now
-            session.in_put = False
 
     @staticmethod
     def _on_device(picture: Picture) -> bool:
