@@ -174,6 +174,13 @@ class Metrics:
         self.nvdec_sessions = Gauge(
             "vidpipe_nvdec_sessions", "NVDEC decoders open in this process", registry=r
         )
+        self.nvdec_opens = Gauge(
+            "vidpipe_nvdec_opens",
+            "NVDEC cameras of this process starting (opening: open to first frame) or waiting "
+            "for their turn (waiting; capture.nvdec_open_concurrency)",
+            ["state"],
+            registry=r,
+        )
         self.gpu_memory_used = Gauge(
             "vidpipe_gpu_memory_used_bytes",
             "Device memory in use on an inference GPU (all processes)",

@@ -9,6 +9,7 @@ decoder runs in tests/gpu/test_nvdec_gpu.py and tests/gpu/test_nvdec_daemon_gpu.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ import pytest
 
 from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDecodeError, FakeDemuxer
-from vidpipe.capture import CaptureWorker
+from vidpipe.capture import CaptureWorker, nvdec_source
 from vidpipe.capture import source as capture_source
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource, check_nvdec, nv12_to_bgr
+from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig, Config
 from vidpipe.handoff import FrameHub
@@ -48,7 +50,13 @@ def _surface(k: int) -> np.ndarray:
 class Rig:
     """A worker over one fake-NVDEC camera, its mailbox drained by a consumer thread."""
 
-    def __init__(self, codec: FakeCodec, policy: str = "block", **camera: Any) -> None:
+    def __init__(
+        self,
+        codec: FakeCodec,
+        policy: str = "block",
+        defaults: CaptureConfig = FAST,
+        **camera: Any,
+    ) -> None:
         self.codec = codec
         self.cam = CameraConfig(name="gpu-cam", url="file:///clips/a.mp4", **camera)
         self.metrics = Metrics()
@@ -60,7 +68,7 @@ class Rig:
         self._consumer = threading.Thread(target=self._consume, daemon=True)
         self.worker = CaptureWorker(
             self.cam,
-            FAST,
+            defaults,
             self.box,
             self.metrics.camera(self.cam.name),
             on_state=lambda _n, s: self.states.append(s),
@@ -213,6 +221,51 @@ def test_a_frozen_stream_is_caught_by_the_watchdog_fake_gpu(
     assert tags and set(tags) <= {0, 1, 2} and 2 in tags, "newest policy keeps the last frame"
 
 
+@pytest.fixture
+def gate_held_by_another_camera(monkeypatch: pytest.MonkeyPatch) -> Iterator[Permit]:
+    """A fresh start-up gate for the test, its one turn taken (limit 1, as ``ONE_AT_ONCE``)."""
+    gate = OpenGate()
+    monkeypatch.setattr(nvdec_source, "OPENING", gate)
+    held = gate.permit(1)
+    assert held.wait()
+    yield held
+    held.release()
+    assert (gate.opening, gate.waiting) == (0, 0), "a turn leaked"
+
+
+ONE_AT_ONCE = FAST.model_copy(update={"nvdec_open_concurrency": 1})
+
+
+@pytest.mark.timeout(20)
+def test_a_camera_waiting_its_turn_to_open_is_not_taken_for_stalled_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None], gate_held_by_another_camera: Permit
+) -> None:
+    codec = FakeCodec(packets=5, delay=0)
+    fake_nvdec(codec)
+    with Rig(codec, defaults=ONE_AT_ONCE) as rig:
+        until(lambda: nvdec_source.OPENING.waiting == 1)
+        # Past open_timeout + stall_timeout (0.5 + 0.5 s): a stall, were the wait counted.
+        time.sleep(1.5)
+        assert rig.worker.stats()["errors"] == 0 and codec.opened == []
+        assert rig.worker.state is CameraState.CONNECTING
+        gate_held_by_another_camera.release()  # the other camera has its first frame
+        until(lambda: len(rig.frames) == 5)
+    assert _tags(rig.frames) == list(range(5))
+    assert CameraState.BACKOFF not in rig.states, "never abandoned, never reconnected"
+
+
+@pytest.mark.timeout(20)
+def test_stopping_a_camera_that_waits_its_turn_ends_the_wait_fake_gpu(
+    fake_nvdec: Callable[[FakeCodec], None], gate_held_by_another_camera: Permit
+) -> None:
+    codec = FakeCodec(packets=5, delay=0)
+    fake_nvdec(codec)
+    with Rig(codec, defaults=ONE_AT_ONCE):  # leaving it stops the worker and joins (5 s)
+        until(lambda: nvdec_source.OPENING.waiting == 1)
+    assert nvdec_source.OPENING.waiting == 0, "the stopped camera left the queue"
+    assert codec.opened == [], "and never opened"
+
+
 def test_each_camera_gets_its_own_decoder_fake_gpu(
     fake_nvdec: Callable[[FakeCodec], None],
 ) -> None:
@@ -356,6 +409,7 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
         until(lambda: len(rig.frames) >= 40)  # two passes or more
         scraped = generate_latest(rig.metrics.registry).decode()
     assert "vidpipe_nvdec_sessions 1.0" in scraped, "one decoder open while streaming"
+    assert 'vidpipe_nvdec_opens{state="waiting"} 0.0' in scraped, "no camera waits its turn"
     assert 'vidpipe_camera_decoder{camera="gpu-cam",decoder="nvdec"} 1.0' in scraped
     errors = rig.sample("vidpipe_gpu_decode_errors") - before
     # The fake's own tally: the worker may stop in the middle of a pass, after some of its

@@ -142,6 +142,11 @@ CASES: list[tuple[str, str, list[str]]] = [
         ["capture.nvdec_group_size (line 7)", "greater than or equal to 1"],
     ),
     (
+        "nvdec-open-concurrency-zero",
+        BASE + "capture:\n  nvdec_open_concurrency: 0\n",
+        ["capture.nvdec_open_concurrency (line 7)", "greater than or equal to 1"],
+    ),
+    (
         "nvdec-group-huge",
         BASE + "capture:\n  nvdec_group_size: 65\n",
         ["capture.nvdec_group_size (line 7)", "less than or equal to 64"],

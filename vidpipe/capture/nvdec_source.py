@@ -30,6 +30,7 @@ import numpy.typing as npt
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
+from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
 from vidpipe.metrics import Metrics
@@ -61,12 +62,17 @@ class NvdecStats:
 
 
 STATS = NvdecStats()
+#: Process-wide: how many nvdec cameras are starting (open to first read) at once
+#: (``capture.nvdec_open_concurrency``; ``vidpipe.capture.open_gate``).
+OPENING = OpenGate()
 
 
 def bind_metrics(metrics: Metrics, cfg: Config) -> None:
     """Export the NVDEC sessions open and the memory in use on the inference GPUs (read at
     scrape time; nothing on the frame path)."""
     metrics.nvdec_sessions.set_function(lambda: STATS.sessions)
+    metrics.nvdec_opens.labels(state="opening").set_function(lambda: OPENING.opening)
+    metrics.nvdec_opens.labels(state="waiting").set_function(lambda: OPENING.waiting)
     if isinstance(cfg.inference, GpuConfig) and cfg.inference.type == "torch":
         for gpu in cfg.inference.devices:
             used = metrics.gpu_memory_used.labels(gpu=str(gpu))
@@ -212,10 +218,16 @@ def nv12_to_bgr(nv12: Any, ready: Any = None) -> npt.NDArray[np.uint8]:
 class NvdecSource:
     """One NVDEC connection of one camera (``source.Source``).
 
+    Its start-up, from ``open`` (``wait_turn`` when the worker calls it first) to the end of
+    its first read, holds a turn of the process-wide ``OPENING`` gate, so at most
+    ``capture.nvdec_open_concurrency`` cameras start at once; a failed open and ``close``
+    give the turn back too.
+
     Args:
         camera: the camera's config (``gpu`` picks the device, default 0).
         defaults: the shared capture settings (``nvdec_prefetch``: file cameras decode
-            ahead on PyNvVideoCodec's own thread, ``PrefetchNvdecReader``).
+            ahead on PyNvVideoCodec's own thread, ``PrefetchNvdecReader``;
+            ``nvdec_open_concurrency``: the gate's limit).
         reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
         own_copy: copies a decoded surface into memory the frame owns; returns the copy and
             the CUDA event that marks it complete (default ``DecoderStream.own_copy``).
@@ -233,6 +245,8 @@ class NvdecSource:
         cuda: Callable[[int], DecoderStream] = DecoderStream,
     ) -> None:
         self._prefetch = 0 if camera.is_stream else defaults.nvdec_prefetch
+        self._open_limit = defaults.nvdec_open_concurrency
+        self._permit: Permit | None = None  # this camera's turn at the gate, until started
         self.packet_listener: PacketListener | None = None
         self.gpu = 0 if camera.gpu is None else camera.gpu
         self._url = camera.url
@@ -277,7 +291,34 @@ class NvdecSource:
                 self._own_copy = self._cuda.own_copy
         return self._reader
 
+    def wait_turn(self, cancel: threading.Event) -> bool:
+        """Wait until fewer than ``capture.nvdec_open_concurrency`` cameras of this process
+        are starting. The worker calls it before ``open`` and does not count the wait as
+        open time. False: ``cancel`` was set, or the source was closed, first."""
+        return self._turn(cancel).wait()
+
+    def _turn(self, cancel: threading.Event | None = None) -> Permit:
+        """This start's permit: the one ``wait_turn`` took, else a new one."""
+        if self._permit is None or self._permit.released:
+            self._permit = OPENING.permit(self._open_limit, cancel)
+        return self._permit
+
+    def _end_turn(self) -> None:
+        permit, self._permit = self._permit, None
+        if permit is not None:
+            permit.release()
+
     def open(self) -> SourceInfo:
+        # A caller other than the worker (no wait_turn first) waits for its turn here.
+        if not self._turn().wait():
+            raise SourceError("open_failed", "closed while waiting for its turn to open")
+        try:
+            return self._open_decoder()
+        except BaseException:
+            self._end_turn()  # a failed open gives its turn to the next camera
+            raise
+
+    def _open_decoder(self) -> SourceInfo:
         if not self._attributed:  # lines the library prints to fd 2 may name this camera
             self._attributed = True
             attribute_camera(self._camera, self._url)
@@ -306,6 +347,7 @@ class NvdecSource:
                 raise SourceError("read_failed", str(exc)) from None
             finally:
                 self._count_errors()
+                self._end_turn()  # started: the first read decoded a frame, ended or failed
             if surface is None:
                 return None
             if self._own_copy is None:  # a reader was given without its copy
@@ -333,6 +375,7 @@ class NvdecSource:
             STATS.rejected(self._camera, new)
 
     def close(self) -> None:
+        self._end_turn()  # first: a turn is never kept, even if closing the reader fails
         if self._reader is not None:
             self._reader.close()
         if self._session:

@@ -66,7 +66,7 @@ class Session:
         self.frames = 0
         self.seq0: int | None = None
         self.epoch = 0  # Frame.epoch of this session's current pass
-        self.waiting = False  # for the consumer: not a stall (not_idle)
+        self.waiting = False  # for the consumer or a turn to open: not a stall (not_idle)
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
         self._skipping_source: Source | None = None  # the source ``skipped`` counts for
@@ -85,7 +85,7 @@ class Session:
     @contextlib.contextmanager
     def not_idle(self, clock: Callable[[], float]) -> Iterator[None]:
         """Time spent in the block counts neither towards a stall nor towards the open
-        timeout: the reader waits for the consumer."""
+        timeout: the reader waits for the consumer, or for its source's turn to open."""
         t0 = clock()
         self.waiting = True
         try:

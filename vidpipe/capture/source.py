@@ -221,6 +221,11 @@ class Source(Protocol):
     A source may also have ``rewind() -> bool``: start a file again without closing it. At
     the end of a looping file's pass the worker tries it first, and closes and reopens only
     when it is missing or returns False (``nvdec`` keeps its decoder this way).
+
+    A source may also have ``wait_turn(cancel: threading.Event) -> bool``: wait until it may
+    start opening (``nvdec`` limits how many cameras start at once, ``open_gate.py``). The
+    worker calls it before ``open``, and the wait does not count as open time; False: the
+    session was cancelled first, and the worker does not open.
     """
 
     packet_listener: PacketListener | None

@@ -11,7 +11,8 @@ Threads (all daemon threads, all named ``capture-<camera>...``):
 The supervisor watches the age of the last *timely* frame (one whose read did not run into
 the read timeout), not the reads: a read that timed out is retried, and a frozen stream may
 still hand out a drained frame. When no timely frame arrives for ``stall_timeout_s``
-(``open_timeout + stall_timeout_s`` while opening) the supervisor *abandons* the session
+(``open_timeout + stall_timeout_s`` while opening; a source's wait for its turn to open,
+``Source.wait_turn``, is not counted) the supervisor *abandons* the session
 instead of waiting: it sets the session's cancel event and starts a fresh reader after the
 backoff. The abandoned reader, when its call returns, sees it is stale, closes its source and
 exits without emitting anything.
@@ -345,6 +346,11 @@ class CaptureWorker:
         """Open a source into ``session.source``; False (and the session finished) if not."""
         source = make_source(self.camera, self._defaults)
         session.source = source
+        wait_turn = getattr(source, "wait_turn", None)  # nvdec: a few cameras start at once
+        if wait_turn is not None:
+            with session.not_idle(self._clock):  # waiting its turn is no open time
+                if not wait_turn(session.cancel):
+                    return False  # stopped while waiting
         try:
             info = source.open()
         except SourceError as exc:

@@ -114,6 +114,17 @@ class CaptureConfig(ConfigModel):
         "ahead on a C++ thread of its own, off the GIL the batcher needs (0: decode on the "
         "camera's thread). Live streams always decode on their camera's thread",
     )
+    # 8: one more than the 7 NVDEC engines of an H100/H200, so every engine has a decoder
+    # starting while the rest wait. 32 cameras of a process start in 4 turns, not in the one
+    # herd that left 26 of 160 cameras without a first frame in 10 s (README, "NVDEC
+    # read-ahead on the H200"). The limit is per process: 5 shards start up to 40 at once.
+    nvdec_open_concurrency: int = Field(
+        8,
+        ge=1,
+        description="nvdec cameras of a process that may be starting at once (from open to "
+        "their first frame); the others wait their turn, which the stall watchdog does not "
+        "count as open time",
+    )
     realtime_phase: Literal["free", "aligned"] = Field(
         "free",
         description="realtime file cameras: free (each plays from when it opened) or aligned "
