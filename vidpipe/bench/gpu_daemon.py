@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from vidpipe.config import Config, ShardingConfig
+from vidpipe.config import CaptureConfig, Config, ShardingConfig
 from vidpipe.reload import active_cameras
 from vidpipe.shard import Shard
 
@@ -69,6 +69,7 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
                 "decoder": decoder,
                 "nvdec_group_size": args.nvdec_group_size,
                 "nvdec_prefetch": args.nvdec_prefetch,
+                "nvdec_open_concurrency": args.nvdec_open_concurrency,
             },
             "sharding": {"assignment": args.shard_assignment},
             "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
@@ -397,6 +398,12 @@ def _add_nvdec_arguments(p: argparse.ArgumentParser) -> None:
         help="capture.nvdec_prefetch: frames decoded ahead on PyNvVideoCodec's own thread "
         "(0: decode on the camera's thread)",
     )
+    p.add_argument(
+        "--nvdec-open-concurrency",
+        type=int,
+        default=CaptureConfig.model_fields["nvdec_open_concurrency"].default,
+        help="capture.nvdec_open_concurrency: nvdec cameras of a daemon starting at once",
+    )
 
 
 def _add_process_arguments(p: argparse.ArgumentParser) -> None:
@@ -432,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 point = run_point(args, decoder, n)
                 point["nvdec_group_size"] = args.nvdec_group_size  # 1: a thread per camera
                 point["nvdec_prefetch"] = args.nvdec_prefetch
+                point["nvdec_open_concurrency"] = args.nvdec_open_concurrency
                 point["mps"] = args.mps
                 print(json.dumps(point), flush=True)
                 out.write(json.dumps(point) + "\n")
