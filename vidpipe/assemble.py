@@ -27,7 +27,7 @@ import numpy as np
 from vidpipe.capture import nvdec_source
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
-from vidpipe.config import Config, ConfigError, register_secrets
+from vidpipe.config import Config, ConfigError, OpenVINOConfig, register_secrets
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
@@ -164,6 +164,7 @@ def build_scheduler(
         ),
         keep_images=keep_images,
         on_fatal=on_fatal,
+        time_turns=isinstance(cfg.inference, OpenVINOConfig) and cfg.inference.decode_just_in_time,
     )
     for name, rules in plan.rules.items():
         scheduler.set_rules(name, rules)

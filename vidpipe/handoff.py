@@ -18,7 +18,9 @@ loop; README "Performance"):
   waiting, so at 8 cameras 8 frames wait on top of those in inference, and by Little's law
   each one adds a frame interval to every frame's latency. ``set_ahead_limit`` caps the turns
   out at once (decoding or decoded, not yet taken) across all block cameras; turns are given
-  in the order they were asked for, so every camera still gets its share.
+  in the order they were asked for, so every camera still gets its share. A ``TurnClock``
+  (``set_turn_clock``) also times them: a turn is given only when its frame, once decoded,
+  will be needed soon (``vidpipe.turn_clock``).
 * **Waking threads for nothing.** Every mailbox has its own condition (its reader is the only
   one that waits on it) and the scheduler has another, all on the hub's one lock: a ``put``
   wakes the scheduler, a ``take`` wakes the reader whose frame went and the next reader in
@@ -32,9 +34,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from vidpipe.types import Frame
+
+if TYPE_CHECKING:
+    from vidpipe.turn_clock import TurnClock
 
 Policy = Literal["newest", "block"]
 
@@ -42,6 +47,9 @@ Policy = Literal["newest", "block"]
 # or skips decimated frames) stops counting against the limit: a camera in trouble must not
 # hold back the others. Decoding one frame takes milliseconds.
 _TURN_TTL_S = 1.0
+# The shortest sleep of a reader whose turn is due: a turn due "now" may still be a few
+# microseconds ahead when asked, and must not cost a whole poll interval.
+_MIN_WAIT_S = 0.0002
 
 
 class Mailbox:
@@ -66,6 +74,9 @@ class Mailbox:
                     if stop.is_set():
                         return False
                     self._changed.wait(poll_s)
+                clock = self._hub._turn_clock
+                if clock is not None and self._turn_since is not None:
+                    clock.decoded(time.monotonic() - self._turn_since)
                 self._turn_since = None  # the turn now counts as the waiting frame
             old, self._frame = self._frame, frame
             self._hub.ready.notify()
@@ -91,7 +102,7 @@ class Mailbox:
                 if stop.is_set():
                     hub._forget_turn_locked(self)
                     return False
-                self._changed.wait(poll_s)
+                self._changed.wait(hub._wait_s_locked(self, poll_s))
 
     def _holds_turn_locked(self, now: float) -> bool:
         if self.policy != "block":
@@ -126,6 +137,8 @@ class FrameHub:
         self._next = 0
         self._ahead_limit: int | None = None
         self._queue: deque[Mailbox] = deque()  # block readers waiting for a turn, in order
+        self._turn_clock: TurnClock | None = None
+        self._due = 0.0  # the turn clock's time for the first reader in line
 
     def set_ahead_limit(self, limit: int | None) -> None:
         """At most ``limit`` block cameras decode or hold a decoded frame at once (None: no
@@ -135,6 +148,15 @@ class FrameHub:
         with self.lock:
             self._ahead_limit = limit
             self._wake_next_locked()
+
+    def set_turn_clock(self, clock: TurnClock | None) -> None:
+        """Give block cameras their turns when the clock says the frame will be needed."""
+        with self.lock:
+            self._turn_clock = clock
+            self._due = 0.0
+            self._wake_next_locked()
+        if clock is not None:
+            clock.on_moved = self._turn_clock_moved
 
     def add(self, camera: str, policy: Policy, on_drop: Callable[[Frame], None]) -> Mailbox:
         box = Mailbox(camera, self, policy, on_drop)
@@ -183,12 +205,35 @@ class FrameHub:
         if self._queue[0] is not box:
             return False
         now = time.monotonic()
-        if sum(b._holds_turn_locked(now) for b in self._boxes) >= self._ahead_limit:
+        out = sum(b._holds_turn_locked(now) for b in self._boxes)
+        if out >= self._ahead_limit:
+            self._due = 0.0
             return False
+        self._due = 0.0  # 0: not held back by the clock
+        if self._turn_clock is not None:
+            due = self._turn_clock.due(out, now)
+            if due > now:
+                self._due = due
+                return False
         self._queue.popleft()
         box._turn_since = now
         self._wake_next_locked()  # the limit may allow the next one in line as well
         return True
+
+    def _wait_s_locked(self, box: Mailbox, poll_s: float) -> float:
+        """How long ``box``'s reader sleeps before asking again: until its turn is due if the
+        turn clock alone held it back (a completion that brings the turn forward wakes it
+        early, ``_turn_clock_moved``), else a poll."""
+        if self._due and self._queue and self._queue[0] is box:
+            return min(poll_s, max(self._due - time.monotonic(), _MIN_WAIT_S))
+        return poll_s
+
+    def _turn_clock_moved(self) -> None:
+        """The clock's forecast changed (a request completed): the first reader in line asks
+        again (any thread; called without the clock's lock)."""
+        with self.lock:
+            if self._due:
+                self._wake_next_locked()
 
     def _forget_turn_locked(self, box: Mailbox) -> None:
         if box in self._queue:

@@ -32,8 +32,9 @@ per CUDA stream, one filled while the other is copied and run. A device frame (N
 not letterboxed here: the GPU backend letterboxes it into its device batch.
 
 File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
-decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), so frames do not age
-in the hub while earlier ones are inferred.
+decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), and on OpenVINO a turn
+is given only when the frame will be needed soon (``TurnClock``, fed by the scheduler's
+submissions and completions), so frames do not age in the hub while earlier ones are inferred.
 
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
@@ -63,6 +64,7 @@ from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DECODER_NAMES, DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.buffers import InputBuffer
+from vidpipe.turn_clock import TurnClock
 from vidpipe.types import (
     Completion,
     Frame,
@@ -111,6 +113,7 @@ class Scheduler:
         max_frame_age_s: float,
         keep_images: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
+        time_turns: bool = True,
     ) -> None:
         self.backend = backend
         self.decoder = decoder
@@ -124,11 +127,11 @@ class Scheduler:
         self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
-        self._init_flow_control(backend)
+        self._init_flow_control(backend, time_turns)
         self._init_hand_off_state()
         self._bind_metrics(metrics, backend)
 
-    def _init_flow_control(self, backend: InferenceBackend) -> None:
+    def _init_flow_control(self, backend: InferenceBackend, time_turns: bool) -> None:
         """The bounds on frames in the pipeline, decoded ahead and in the backend."""
         self.pipeline_depth = 4 * backend.capacity
         # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
@@ -143,6 +146,12 @@ class Scheduler:
         self._in_backend = 0  # submitted, completion not yet called back
         self._backend_cond = threading.Condition()
         self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
+        # Times file cameras' turns (hub); OpenVINO only: a batching backend wants every
+        # frame it can get, and its batches are not the clock's one-request-per-stream model.
+        floor = self.in_flight_floor
+        self.turn_clock = None if floor is None or not time_turns else TurnClock(floor)
+        self._cap = backend.capacity  # the in-flight cap at the last submission
+        self._fill_s = 0.0  # the last letterbox's time
 
     def _init_hand_off_state(self) -> None:
         """Completion queue, stop events, threads, per-camera ordering and counters."""
@@ -191,6 +200,7 @@ class Scheduler:
         self._postprocess_thread = self._spawn("postprocess", self._postprocess_loop)
         if hub is not None:
             hub.set_ahead_limit(self.decode_ahead)
+            hub.set_turn_clock(self.turn_clock)
             self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))
 
     @staticmethod
@@ -202,12 +212,19 @@ class Scheduler:
     def _schedule_loop(self, hub: FrameHub) -> None:
         while not self._stop.is_set() and not self._stop_taking.is_set():
             frame = hub.take(_POLL_S)
-            if frame is not None:
-                try:
-                    self.submit(frame)
-                except Exception:
-                    log.exception("scheduler failed to submit a frame of %s", frame.camera)
-                    self.metrics.camera(frame.camera).drop("inference_error")
+            if frame is None:
+                continue
+            clock = self.turn_clock
+            if clock is not None:
+                clock.taken()
+            submitted = False
+            try:
+                submitted = self.submit(frame)
+            except Exception:
+                log.exception("scheduler failed to submit a frame of %s", frame.camera)
+                self.metrics.camera(frame.camera).drop("inference_error")
+            if clock is not None and not submitted:
+                clock.released()
 
     def stop(self, timeout_s: float) -> bool:
         """Take no more frames from the hub and finish what is in flight: the frame already
@@ -265,7 +282,9 @@ class Scheduler:
         buf = self._wait(lambda: self.backend.lend(_POLL_S), stop)
         if buf is None:
             return None
+        t0 = time.monotonic()
         lb = buf.fill(frame.image)
+        self._fill_s = time.monotonic() - t0
         if not self._wait(lambda: self._wait_cap(frame.camera, _POLL_S), stop):
             return None
         return buf, lb
@@ -279,10 +298,15 @@ class Scheduler:
             self._order.setdefault(frame.camera, deque()).append(frame.seq)
         with self._backend_cond:
             self._in_backend += 1
+        ticket = None
         try:
             ticket = _Ticket(self._request(frame.camera, lb), frame, lb, time.monotonic())
+            if self.turn_clock is not None:  # before the completion can come
+                self.turn_clock.submitted(id(ticket), ticket.t_submit, self._cap, self._fill_s)
             self.backend.submit(buf, ticket, self._on_done)
         except BaseException:
+            if self.turn_clock is not None and ticket is not None:
+                self.turn_clock.completed(id(ticket), time.monotonic())
             self._backend_done()
             # Refused before it was queued (e.g. a closed backend): no completion will come.
             with self._order_lock:
@@ -305,7 +329,7 @@ class Scheduler:
         return min(self.backend.capacity, max(floor, min(active, floor + 1)))
 
     def _wait_cap(self, camera: str, timeout_s: float) -> bool:
-        cap = self.in_flight_cap(camera)
+        cap = self._cap = self.in_flight_cap(camera)
         with self._backend_cond:
             return self._backend_cond.wait_for(lambda: self._in_backend < cap, timeout_s)
 
@@ -335,6 +359,8 @@ class Scheduler:
 
     def _on_done(self, completion: Completion) -> None:
         """Backend callback thread: count the request done and hand on. Nothing else."""
+        if self.turn_clock is not None:
+            self.turn_clock.completed(id(completion.tag), time.monotonic())
         self._backend_done()
         self._done.put(completion)
 

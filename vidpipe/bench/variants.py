@@ -68,6 +68,9 @@ LABELS: dict[str, str] = {
     "vidpipe-clips": "vidpipe, event clips recording all the time (A/B)",
     "vidpipe-track-clips": "vidpipe-track + event clips and crops (A/B against vidpipe)",
     "vidpipe-motion": "vidpipe, motion gate on",
+    # inference variants (``common.VIDPIPE_VARIANTS``)
+    "vidpipe-latency": "vidpipe, latency hint (A/B)",
+    "vidpipe-eager": "vidpipe, file cameras decode at once, not just in time (A/B)",
 }
 
 

@@ -75,6 +75,12 @@ class OpenVINOConfig(InferenceConfigBase):
         "(YOLOX's Focus slices as one space-to-depth, its output transpose left to numpy: "
         "7-11 % less CPU per inference)",
     )
+    decode_just_in_time: bool = Field(
+        True,
+        description="unpaced file cameras start decoding a frame only when a request will "
+        "be free for it by the time it is ready (timed from the measured inference and "
+        "decode times); off: as soon as their last frame was taken",
+    )
 
 
 DEFAULT_ENGINE_CACHE = Path("~/.cache/vidpipe/engines")

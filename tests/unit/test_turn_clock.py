@@ -1,0 +1,181 @@
+"""The turn clock's forecast (pure arithmetic on given times) and the hub's use of it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from vidpipe.handoff import FrameHub
+from vidpipe.turn_clock import TurnClock
+from vidpipe.types import Frame
+
+MS = 0.001
+
+
+def _measured(clock: TurnClock, *, service: float, decode: float, fill: float) -> None:
+    """One request of ``service`` seconds run alone, one decode, one letterbox."""
+    clock.taken()
+    clock.submitted(1, 100.0, 2, fill)
+    clock.completed(1, 100.0 + service)
+    clock.decoded(decode)
+
+
+def test_before_anything_is_measured_a_turn_is_due_at_once() -> None:
+    clock = TurnClock(2)
+    assert clock.due(0, 5.0) == 5.0
+    clock.submitted(1, 5.0, 2, 1 * MS)
+    assert clock.due(1, 5.0) == 5.0  # still no completion, no decode: no forecast
+
+
+def test_a_turn_is_given_a_decode_and_letterbox_before_its_request_frees() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    assert clock.service_s == pytest.approx(20 * MS)
+    lead = 5 * MS + 1 * MS + 2 * MS  # decode + letterbox + margin (no spread yet)
+    assert clock.lead_s == pytest.approx(lead)
+    for key in (2, 3):  # two requests running, started at t=200 and t=210
+        clock.taken()
+        clock.submitted(key, 200.0 + (key - 2) * 10 * MS, 2, 1 * MS)
+    now = 200.010
+    # the cap (2) is full: the next frame is needed when the first request ends, at 200.020
+    assert clock.due(0, now) == pytest.approx(200.020 - lead)
+    # with one turn already out, the one after it is needed when the second ends, at 200.030
+    assert clock.due(1, now) == pytest.approx(200.030 - lead)
+    # beyond the requests in flight: one more per service / streams
+    assert clock.due(2, now) == pytest.approx(200.040 - lead)
+
+
+def test_a_free_place_in_the_cap_makes_the_turn_due_now() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    clock.submitted(2, 300.0, 2, 1 * MS)  # one running, the cap of 2 has a free place
+    assert clock.due(0, 300.001) < 300.001
+    assert clock.due(1, 300.001) == pytest.approx(300.020 - clock.lead_s)
+
+
+def test_a_frame_taken_but_not_submitted_comes_before_the_next_turn() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    clock.submitted(2, 400.0, 2, 1 * MS)  # ends at 400.020
+    clock.submitted(3, 400.010, 2, 1 * MS)  # ends at 400.030
+    before = clock.due(0, 400.011)
+    assert before == pytest.approx(400.020 - clock.lead_s)
+    clock.taken()  # the scheduler holds a letterboxed frame for the first free place
+    assert clock.due(0, 400.011) == pytest.approx(400.030 - clock.lead_s)
+    clock.released()  # dropped (too old): its place is the next turn's again
+    assert clock.due(0, 400.011) == pytest.approx(before)
+
+
+def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    for key in (2, 3, 4):  # cap 3: two run, the third waits in the device's queue
+        clock.submitted(key, 500.0, 3, 1 * MS)
+    # completions forecast at 500.020, 500.020 and 500.040 (the queued one, once started)
+    assert clock.due(2, 500.001) == pytest.approx(500.040 - clock.lead_s)
+    clock.completed(2, 500.020)  # the queued request starts now
+    assert clock.service_s == pytest.approx(20 * MS)
+    clock.completed(3, 500.025)
+    clock.completed(4, 500.050)  # ran 30 ms from its start at 500.020, not 50 from submit
+    assert clock.service_s == pytest.approx(
+        20 * MS + 0.125 * (5 * MS) + 0.125 * (30 * MS - 20.625 * MS)
+    )
+
+
+def test_an_idle_gap_does_not_lengthen_the_service_time() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    clock.submitted(2, 600.0, 2, 1 * MS)
+    clock.completed(2, 600.020)
+    clock.submitted(3, 605.0, 2, 1 * MS)  # nothing ran for five seconds (no frames)
+    clock.completed(3, 605.020)
+    assert clock.service_s == pytest.approx(20 * MS)
+
+
+def test_the_lead_covers_the_spread_of_decode_times() -> None:
+    clock = TurnClock(2)
+    for seconds in (10 * MS, 20 * MS) * 20:
+        clock.decoded(seconds)
+    assert clock.decode_s is not None and 13 * MS < clock.decode_s < 17 * MS
+    assert clock.lead_s > clock.decode_s + 3 * MS  # about one mean deviation (5 ms) more
+
+
+def test_a_completion_tells_the_hub_without_holding_the_clock_lock() -> None:
+    clock = TurnClock(1)
+    seen: list[float] = []
+    clock.on_moved = lambda: seen.append(clock.due(0, 1.0))  # would deadlock under the lock
+    clock.submitted(1, 0.5, 1, 1 * MS)
+    clock.completed(1, 0.6)
+    assert seen == [1.0]
+
+
+# ---------------------------------------------------------------------- the hub
+
+
+class _FixedClock(TurnClock):
+    """A real clock whose forecast the test sets: the next turn is due at ``at``."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.at = 0.0
+        self.asked = 0
+
+    def due(self, outstanding: int, now: float) -> float:
+        self.asked += 1
+        return self.at
+
+
+def _frame(seq: int) -> Frame:
+    return Frame("cam", seq, time.monotonic(), np.zeros((2, 2, 3), np.uint8), 0, 0)
+
+
+def test_the_hub_gives_no_turn_before_the_clock_says_and_one_after() -> None:
+    hub, clock, stop = FrameHub(), _FixedClock(), threading.Event()
+    hub.set_ahead_limit(2)
+    hub.set_turn_clock(clock)
+    box = hub.add("cam", "block", lambda _f: None)
+    clock.at = time.monotonic() + 60.0
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    assert box.wait_empty(stop) is False  # held back until stopped
+    assert clock.asked >= 1
+    clock.at = 0.0
+    assert box.wait_empty(threading.Event()) is True
+
+
+def test_a_completion_wakes_the_reader_the_clock_held_back() -> None:
+    hub, clock = FrameHub(), _FixedClock()
+    hub.set_ahead_limit(2)
+    hub.set_turn_clock(clock)
+    box = hub.add("cam", "block", lambda _f: None)
+    clock.at = time.monotonic() + 60.0
+    got: list[float] = []
+    t0 = time.monotonic()
+    reader = threading.Thread(
+        target=lambda: got.append(
+            box.wait_empty(threading.Event(), poll_s=30.0) and time.monotonic()
+        )
+    )
+    reader.start()
+    time.sleep(0.2)
+    assert not got  # still held back
+    clock.at = 0.0  # a request ended early: the turn is due now
+    assert clock.on_moved is not None
+    clock.on_moved()
+    reader.join(5.0)
+    assert got and got[0] - t0 < 5.0  # woken, not left to its 30 s poll
+
+
+def test_the_hub_reports_each_decode_time_to_the_clock() -> None:
+    hub, clock = FrameHub(), TurnClock(1)
+    hub.set_ahead_limit(2)
+    hub.set_turn_clock(clock)
+    box = hub.add("cam", "block", lambda _f: None)
+    assert box.wait_empty(threading.Event())  # nothing measured: a turn at once
+    time.sleep(0.05)
+    assert box.put(_frame(0), threading.Event())
+    assert clock.decode_s is not None and 0.04 < clock.decode_s < 1.0
+    assert hub.take(0.1) is not None

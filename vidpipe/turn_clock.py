@@ -1,0 +1,153 @@
+"""When an unpaced file camera should start decoding its next frame: just in time.
+
+File cameras read as fast as inference allows (the ``block`` mailbox policy) decode a frame
+only when the hub gives them a turn. A turn given the moment a frame is taken makes the new
+frame wait, decoded, until a request frees: at 4 cameras on 2 OpenVINO streams up to 2 frames
+waited in the hub on top of the 3 requests in flight and 1 being letterboxed, and by Little's
+law each of them adds to every frame's capture-to-result latency. A count limit alone cannot
+fix it: one turn at a time starved the streams at 1080p (one decoder is slower than two
+streams), two let frames wait. Timed turns took p95 at 4 cameras of 768x432 from 52-53 ms to
+37 ms, the naive loop's, at the same fps (``vidpipe bench``, README "Performance").
+
+``TurnClock`` times the turns instead. It models the backend as ``streams`` servers: a request
+starts when it is submitted if a stream is free, else when the oldest running one completes,
+and runs for ``service_s`` (a moving average of the runs it saw). From that it forecasts when
+the in-flight cap will next take a frame (a place frees on each completion) and gives the turn
+for that frame ``lead_s`` before it: the time a decode takes (its moving average plus one mean
+deviation) and a letterbox takes, plus a margin. The model's error only moves when a frame is
+ready: a late forecast idles a stream for the error, an early one lets the frame wait. Each
+completion calls ``on_moved``, so a reader held back wakes and asks again when a request ends
+sooner than forecast. The service time is measured per request, from its start, so a starved
+stream does not lengthen the estimate and push the next turn later still.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import deque
+from collections.abc import Callable
+
+# Moving-average weight of a new sample: about the last 8 samples count.
+_ALPHA = 0.125
+# Ready this much before the place frees: the scheduler's wake-up and hand-off take a few
+# hundred microseconds, and a frame that is a little early costs less than an idle stream.
+_MARGIN_S = 0.002
+# How many mean deviations of the decode time the lead covers (``TurnClock.lead_s``). On the
+# 2-core bench at 4 cameras, 1080p (decode 15 +- 4 ms while two streams infer): 0 kept p95 at
+# 1.35x the naive loop's but lost 2-5 % of its fps, 2 kept the fps and p95 at 1.45x.
+_DEV_K = 1.0
+
+
+def _ewma(old: float | None, sample: float) -> float:
+    return sample if old is None else old + _ALPHA * (sample - old)
+
+
+class TurnClock:
+    """Forecast of when the backend takes its next frames (see the module docstring).
+
+    Thread-safe: the scheduler reports submissions and letterbox times, the backend's
+    callback thread completions, the hub (under its own lock) decode times and asks ``due``.
+    Its lock is a leaf: nothing is called while it is held.
+
+    Args:
+        streams: requests the device runs at once (OpenVINO's stream count).
+    """
+
+    def __init__(self, streams: int) -> None:
+        if streams < 1:
+            raise ValueError(f"streams must be >= 1, got {streams}")
+        self.streams = streams
+        self._lock = threading.Lock()
+        self._running: dict[int, float] = {}  # request key -> start time
+        self._queued: deque[int] = deque()  # submitted while every stream was busy
+        self._cap = streams  # the in-flight cap at the last submission
+        self._holding = 0  # frames taken from the hub, not yet submitted
+        self.service_s: float | None = None
+        self.decode_s: float | None = None
+        self.decode_dev_s = 0.0  # mean deviation of the decode time
+        self.fill_s: float | None = None
+        #: called after each completion, without the lock (the hub wakes the reader it holds
+        #: back: a completion can bring its turn forward)
+        self.on_moved: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ reports
+
+    def taken(self) -> None:
+        """The scheduler took a frame from the hub."""
+        with self._lock:
+            self._holding += 1
+
+    def released(self) -> None:
+        """A taken frame was dropped before submission."""
+        with self._lock:
+            self._holding = max(0, self._holding - 1)
+
+    def submitted(self, key: int, now: float, cap: int, fill_s: float) -> None:
+        """A taken frame went to the backend; ``fill_s``: its letterbox time."""
+        with self._lock:
+            self._holding = max(0, self._holding - 1)
+            self._cap = cap
+            self.fill_s = _ewma(self.fill_s, fill_s)
+            if len(self._running) < self.streams:
+                self._running[key] = now
+            else:
+                self._queued.append(key)
+
+    def completed(self, key: int, now: float) -> None:
+        with self._lock:
+            start = self._running.pop(key, None)
+            if start is None:  # ran before the model started it: no run time to learn
+                if key in self._queued:
+                    self._queued.remove(key)
+            else:
+                self.service_s = _ewma(self.service_s, now - start)
+            while self._queued and len(self._running) < self.streams:
+                self._running[self._queued.popleft()] = now
+        if self.on_moved is not None:
+            self.on_moved()
+
+    def decoded(self, seconds: float) -> None:
+        """A camera took ``seconds`` from its turn to its decoded frame."""
+        with self._lock:
+            if self.decode_s is not None:
+                self.decode_dev_s = _ewma(self.decode_dev_s, abs(seconds - self.decode_s))
+            self.decode_s = _ewma(self.decode_s, seconds)
+
+    # ------------------------------------------------------------------ forecast
+
+    @property
+    def lead_s(self) -> float:
+        # A decode that runs late idles a stream (throughput lost, and the frames behind it
+        # wait); one that ends early only waits itself: cover most of the spread, as TCP's
+        # retransmission timer covers the round trip's (mean + k x mean deviation).
+        decode = (self.decode_s or 0.0) + _DEV_K * self.decode_dev_s
+        return decode + (self.fill_s or 0.0) + _MARGIN_S
+
+    def due(self, outstanding: int, now: float) -> float:
+        """When the next turn should be given, with ``outstanding`` turns already out
+        (decoding, or decoded and waiting in the hub). At or before ``now``: give it now."""
+        with self._lock:
+            if self.service_s is None or self.decode_s is None:
+                return now  # nothing measured yet: the hub's count limit alone
+            needs = self._needs_locked(now, self._holding + outstanding + 1)
+            return needs[-1] - self.lead_s
+
+    def _needs_locked(self, now: float, n: int) -> list[float]:
+        """The times at which the cap takes each of the next ``n`` frames, in order."""
+        service = self.service_s or 0.0
+        # A request running past the estimate is about to end: now, not in the past.
+        ends = [max(now, start + service) for start in self._running.values()]
+        free = ends + [now] * (self.streams - len(ends))  # when each stream is next free
+        heapq.heapify(free)
+        completions = list(ends)
+        for _ in self._queued:  # each starts when the first stream frees
+            t = heapq.heappop(free) + service
+            completions.append(t)
+            heapq.heappush(free, t)
+        in_flight = len(self._running) + len(self._queued)
+        needs = [now] * max(0, self._cap - in_flight) + sorted(completions)
+        step = service / self.streams  # beyond the requests in flight: the steady rate
+        while len(needs) < n:
+            needs.append((needs[-1] if needs else now) + step)
+        return needs[:n]
