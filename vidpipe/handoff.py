@@ -189,7 +189,8 @@ class FrameHub:
             frame = self._boxes[idx].take_locked()
             if frame is not None:
                 self._next = (idx + 1) % n
-                self._wake_next_locked()
+                if not self._due:  # a reader the clock holds back: a take only delays it
+                    self._wake_next_locked()
                 return frame
         return None
 

@@ -179,3 +179,18 @@ def test_the_hub_reports_each_decode_time_to_the_clock() -> None:
     assert box.put(_frame(0), threading.Event())
     assert clock.decode_s is not None and 0.04 < clock.decode_s < 1.0
     assert hub.take(0.1) is not None
+
+
+def test_only_a_completion_sooner_than_forecast_wakes_the_hub() -> None:
+    clock = TurnClock(1)
+    woken: list[int] = []
+    clock.on_moved = lambda: woken.append(1)
+    clock.submitted(1, 0.0, 1, 1 * MS)
+    clock.completed(1, 0.020)  # the first: nothing forecast, so it may move the turn
+    assert len(woken) == 1
+    clock.submitted(2, 1.0, 1, 1 * MS)
+    clock.completed(2, 1.021)  # as forecast (20 ms) or later: the held turn stays as it was
+    assert len(woken) == 1
+    clock.submitted(3, 2.0, 1, 1 * MS)
+    clock.completed(3, 2.010)  # 10 ms early: the reader held back asks again
+    assert len(woken) == 2
