@@ -81,9 +81,11 @@ class TurnClock:
             self._holding += 1
 
     def released(self) -> None:
-        """A taken frame was dropped before submission."""
+        """A taken frame was dropped before submission: its place is the next turn's."""
         with self._lock:
             self._holding = max(0, self._holding - 1)
+        if self.on_moved is not None:
+            self.on_moved()
 
     def submitted(self, key: int, now: float, cap: int, fill_s: float) -> None:
         """A taken frame went to the backend; ``fill_s``: its letterbox time."""

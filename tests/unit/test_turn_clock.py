@@ -194,3 +194,6 @@ def test_only_a_completion_sooner_than_forecast_wakes_the_hub() -> None:
     clock.submitted(3, 2.0, 1, 1 * MS)
     clock.completed(3, 2.010)  # 10 ms early: the reader held back asks again
     assert len(woken) == 2
+    clock.taken()
+    clock.released()  # a taken frame dropped: its place goes to the next turn, sooner
+    assert len(woken) == 3
