@@ -206,11 +206,10 @@ class FrameHub:
         if self._queue[0] is not box:
             return False
         now = time.monotonic()
+        self._due = 0.0  # 0: not held back by the clock
         out = sum(b._holds_turn_locked(now) for b in self._boxes)
         if out >= self._ahead_limit:
-            self._due = 0.0
             return False
-        self._due = 0.0  # 0: not held back by the clock
         if self._turn_clock is not None:
             due = self._turn_clock.due(out, now)
             if due > now:

@@ -151,7 +151,6 @@ class Scheduler:
         floor = self.in_flight_floor
         self.turn_clock = None if floor is None or not time_turns else TurnClock(floor)
         self._cap = backend.capacity  # the in-flight cap at the last submission
-        self._fill_s = 0.0  # the last letterbox's time
 
     def _init_hand_off_state(self) -> None:
         """Completion queue, stop events, threads, per-camera ordering and counters."""
@@ -284,7 +283,8 @@ class Scheduler:
             return None
         t0 = time.monotonic()
         lb = buf.fill(frame.image)
-        self._fill_s = time.monotonic() - t0
+        if self.turn_clock is not None:
+            self.turn_clock.filled(time.monotonic() - t0)
         if not self._wait(lambda: self._wait_cap(frame.camera, _POLL_S), stop):
             return None
         return buf, lb
@@ -302,11 +302,11 @@ class Scheduler:
         try:
             ticket = _Ticket(self._request(frame.camera, lb), frame, lb, time.monotonic())
             if self.turn_clock is not None:  # before the completion can come
-                self.turn_clock.submitted(id(ticket), ticket.t_submit, self._cap, self._fill_s)
+                self.turn_clock.submitted(id(ticket), ticket.t_submit, self._cap)
             self.backend.submit(buf, ticket, self._on_done)
         except BaseException:
             if self.turn_clock is not None and ticket is not None:
-                self.turn_clock.completed(id(ticket), time.monotonic())
+                self.turn_clock.withdrawn(id(ticket), time.monotonic())
             self._backend_done()
             # Refused before it was queued (e.g. a closed backend): no completion will come.
             with self._order_lock:

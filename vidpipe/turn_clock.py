@@ -87,34 +87,48 @@ class TurnClock:
         if self.on_moved is not None:
             self.on_moved()
 
-    def submitted(self, key: int, now: float, cap: int, fill_s: float) -> None:
-        """A taken frame went to the backend; ``fill_s``: its letterbox time."""
+    def filled(self, seconds: float) -> None:
+        """The scheduler letterboxed a frame in ``seconds``."""
+        with self._lock:
+            self.fill_s = _ewma(self.fill_s, seconds)
+
+    def submitted(self, key: int, now: float, cap: int) -> None:
+        """A taken frame went to the backend, whose in-flight cap is ``cap``."""
         with self._lock:
             self._holding = max(0, self._holding - 1)
             self._cap = cap
-            self.fill_s = _ewma(self.fill_s, fill_s)
             if len(self._running) < self.streams:
                 self._running[key] = now
             else:
                 self._queued.append(key)
 
     def completed(self, key: int, now: float) -> None:
-        early = True  # sooner than forecast: a turn held back for it is due sooner too
         with self._lock:
-            start = self._running.pop(key, None)
-            if start is None:  # ran before the model started it: no run time to learn
-                if key in self._queued:
-                    self._queued.remove(key)
-            else:
+            start = self._end_locked(key, now)
+            early = True  # sooner than forecast: a turn held back for it is due sooner too
+            if start is not None:
                 if self.service_s is not None:
                     early = now < start + self.service_s - _EARLY_S
                 self.service_s = _ewma(self.service_s, now - start)
-            while self._queued and len(self._running) < self.streams:
-                self._running[self._queued.popleft()] = now
         # Only an early completion moves a held turn forward; waking the reader on every one
         # cost the readers 0.3 ms of CPU a frame (4 cameras, 768x432).
         if early and self.on_moved is not None:
             self.on_moved()
+
+    def withdrawn(self, key: int, now: float) -> None:
+        """The backend refused a submitted request: it never ran, so no run time to learn."""
+        with self._lock:
+            self._end_locked(key, now)
+
+    def _end_locked(self, key: int, now: float) -> float | None:
+        """Take ``key`` out of the model, start the next queued request; its start or None
+        (it was queued, or unknown: it ran before the model started it)."""
+        start = self._running.pop(key, None)
+        if start is None and key in self._queued:
+            self._queued.remove(key)
+        while self._queued and len(self._running) < self.streams:
+            self._running[self._queued.popleft()] = now
+        return start
 
     def decoded(self, seconds: float) -> None:
         """A camera took ``seconds`` from its turn to its decoded frame."""

@@ -18,7 +18,8 @@ MS = 0.001
 def _measured(clock: TurnClock, *, service: float, decode: float, fill: float) -> None:
     """One request of ``service`` seconds run alone, one decode, one letterbox."""
     clock.taken()
-    clock.submitted(1, 100.0, 2, fill)
+    clock.filled(fill)
+    clock.submitted(1, 100.0, 2)
     clock.completed(1, 100.0 + service)
     clock.decoded(decode)
 
@@ -26,7 +27,7 @@ def _measured(clock: TurnClock, *, service: float, decode: float, fill: float) -
 def test_before_anything_is_measured_a_turn_is_due_at_once() -> None:
     clock = TurnClock(2)
     assert clock.due(0, 5.0) == 5.0
-    clock.submitted(1, 5.0, 2, 1 * MS)
+    clock.submitted(1, 5.0, 2)
     assert clock.due(1, 5.0) == 5.0  # still no completion, no decode: no forecast
 
 
@@ -38,7 +39,7 @@ def test_a_turn_is_given_a_decode_and_letterbox_before_its_request_frees() -> No
     assert clock.lead_s == pytest.approx(lead)
     for key in (2, 3):  # two requests running, started at t=200 and t=210
         clock.taken()
-        clock.submitted(key, 200.0 + (key - 2) * 10 * MS, 2, 1 * MS)
+        clock.submitted(key, 200.0 + (key - 2) * 10 * MS, 2)
     now = 200.010
     # the cap (2) is full: the next frame is needed when the first request ends, at 200.020
     assert clock.due(0, now) == pytest.approx(200.020 - lead)
@@ -51,7 +52,7 @@ def test_a_turn_is_given_a_decode_and_letterbox_before_its_request_frees() -> No
 def test_a_free_place_in_the_cap_makes_the_turn_due_now() -> None:
     clock = TurnClock(2)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
-    clock.submitted(2, 300.0, 2, 1 * MS)  # one running, the cap of 2 has a free place
+    clock.submitted(2, 300.0, 2)  # one running, the cap of 2 has a free place
     assert clock.due(0, 300.001) < 300.001
     assert clock.due(1, 300.001) == pytest.approx(300.020 - clock.lead_s)
 
@@ -59,8 +60,8 @@ def test_a_free_place_in_the_cap_makes_the_turn_due_now() -> None:
 def test_a_frame_taken_but_not_submitted_comes_before_the_next_turn() -> None:
     clock = TurnClock(2)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
-    clock.submitted(2, 400.0, 2, 1 * MS)  # ends at 400.020
-    clock.submitted(3, 400.010, 2, 1 * MS)  # ends at 400.030
+    clock.submitted(2, 400.0, 2)  # ends at 400.020
+    clock.submitted(3, 400.010, 2)  # ends at 400.030
     before = clock.due(0, 400.011)
     assert before == pytest.approx(400.020 - clock.lead_s)
     clock.taken()  # the scheduler holds a letterboxed frame for the first free place
@@ -73,7 +74,7 @@ def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None
     clock = TurnClock(2)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
     for key in (2, 3, 4):  # cap 3: two run, the third waits in the device's queue
-        clock.submitted(key, 500.0, 3, 1 * MS)
+        clock.submitted(key, 500.0, 3)
     # completions forecast at 500.020, 500.020 and 500.040 (the queued one, once started)
     assert clock.due(2, 500.001) == pytest.approx(500.040 - clock.lead_s)
     clock.completed(2, 500.020)  # the queued request starts now
@@ -85,12 +86,23 @@ def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None
     )
 
 
+def test_a_refused_request_teaches_no_run_time_and_frees_its_stream() -> None:
+    clock = TurnClock(1)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    clock.submitted(2, 700.0, 2)  # runs
+    clock.submitted(3, 700.0, 2)  # queued behind it
+    clock.withdrawn(2, 700.001)  # the backend refused it: it never ran
+    assert clock.service_s == pytest.approx(20 * MS)
+    clock.completed(3, 700.021)  # the queued one started when 2 left the model
+    assert clock.service_s == pytest.approx(20 * MS)
+
+
 def test_an_idle_gap_does_not_lengthen_the_service_time() -> None:
     clock = TurnClock(2)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
-    clock.submitted(2, 600.0, 2, 1 * MS)
+    clock.submitted(2, 600.0, 2)
     clock.completed(2, 600.020)
-    clock.submitted(3, 605.0, 2, 1 * MS)  # nothing ran for five seconds (no frames)
+    clock.submitted(3, 605.0, 2)  # nothing ran for five seconds (no frames)
     clock.completed(3, 605.020)
     assert clock.service_s == pytest.approx(20 * MS)
 
@@ -107,7 +119,7 @@ def test_a_completion_tells_the_hub_without_holding_the_clock_lock() -> None:
     clock = TurnClock(1)
     seen: list[float] = []
     clock.on_moved = lambda: seen.append(clock.due(0, 1.0))  # would deadlock under the lock
-    clock.submitted(1, 0.5, 1, 1 * MS)
+    clock.submitted(1, 0.5, 1)
     clock.completed(1, 0.6)
     assert seen == [1.0]
 
@@ -185,13 +197,13 @@ def test_only_a_completion_sooner_than_forecast_wakes_the_hub() -> None:
     clock = TurnClock(1)
     woken: list[int] = []
     clock.on_moved = lambda: woken.append(1)
-    clock.submitted(1, 0.0, 1, 1 * MS)
+    clock.submitted(1, 0.0, 1)
     clock.completed(1, 0.020)  # the first: nothing forecast, so it may move the turn
     assert len(woken) == 1
-    clock.submitted(2, 1.0, 1, 1 * MS)
+    clock.submitted(2, 1.0, 1)
     clock.completed(2, 1.021)  # as forecast (20 ms) or later: the held turn stays as it was
     assert len(woken) == 1
-    clock.submitted(3, 2.0, 1, 1 * MS)
+    clock.submitted(3, 2.0, 1)
     clock.completed(3, 2.010)  # 10 ms early: the reader held back asks again
     assert len(woken) == 2
     clock.taken()
