@@ -158,7 +158,8 @@ def test_digest_challenge_tells_wrong_credentials_from_right_ones(
         states.wait_for(S.STREAMING, 15)
         rig.collector.wait_count("digest", 5, 15)
         wait_until(lambda: rig.errors("digest-bad", "unauthorized") >= 2, 15, "two 401s")
-        # read while the server still runs: its end would count as an error of "digest"
+        # read both while the server still runs: once it stops, "digest" counts its end as an
+        # error and "digest-bad"'s next retry ends as connection_refused instead of a 401
         assert right.stats()["errors"] == 0 and right.state is S.STREAMING
-    assert "wrong credentials" in wrong.stats()["last_error"]
+        assert "wrong credentials" in wrong.stats()["last_error"]
     assert PASSWORD not in caplog.text and "nope-nope" not in caplog.text
