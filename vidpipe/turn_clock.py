@@ -12,13 +12,14 @@ streams), two let frames wait. Timed turns took p95 at 4 cameras of 768x432 from
 ``TurnClock`` times the turns instead. It models the backend as ``streams`` servers: a request
 starts when it is submitted if a stream is free, else when the oldest running one completes,
 and runs for ``service_s`` (a moving average of the runs it saw). From that it forecasts when
-the in-flight cap will next take a frame (a place frees on each completion) and gives the turn
-for that frame ``lead_s`` before it: the time a decode takes (its moving average plus one mean
-deviation) and a letterbox takes, plus a margin. The model's error only moves when a frame is
-ready: a late forecast idles a stream for the error, an early one lets the frame wait. Each
-completion calls ``on_moved``, so a reader held back wakes and asks again when a request ends
-sooner than forecast. The service time is measured per request, from its start, so a starved
-stream does not lengthen the estimate and push the next turn later still.
+each of the next frames will start running: the in-flight cap takes a frame when a place frees
+(on each completion), and the frame then starts when a stream frees for it. The turn for that
+frame is given ``lead_s`` before its start: the time a decode takes (its moving average plus
+one mean deviation) and a letterbox takes, plus a margin. The model's error only moves when a
+frame is ready: a late forecast idles a stream for the error, an early one lets the frame wait.
+Each completion calls ``on_moved``, so a reader held back wakes and asks again when a request
+ends sooner than forecast. The service time is measured per request, from its start, so a
+starved stream does not lengthen the estimate and push the next turn later still.
 """
 
 from __future__ import annotations
@@ -157,7 +158,13 @@ class TurnClock:
             return needs[-1] - self.lead_s
 
     def _needs_locked(self, now: float, n: int) -> list[float]:
-        """The times at which the cap takes each of the next ``n`` frames, in order."""
+        """The times at which each of the next ``n`` frames starts running, in order.
+
+        A frame is needed when a stream frees for it, not when the cap takes it: with one
+        request queued behind the streams (more cameras than streams), the cap takes the next
+        frame when a request completes, and a frame ready then waited in the device's queue
+        for the next stream to free, half a service time at 2 streams.
+        """
         service = self.service_s or 0.0
         # A request running past the estimate is about to end: now, not in the past.
         ends = [max(now, start + service) for start in self._running.values()]
@@ -169,8 +176,13 @@ class TurnClock:
             completions.append(t)
             heapq.heappush(free, t)
         in_flight = len(self._running) + len(self._queued)
-        needs = [now] * max(0, self._cap - in_flight) + sorted(completions)
+        takes = [now] * max(0, self._cap - in_flight) + sorted(completions)
         step = service / self.streams  # beyond the requests in flight: the steady rate
-        while len(needs) < n:
-            needs.append((needs[-1] if needs else now) + step)
-        return needs[:n]
+        while len(takes) < n:
+            takes.append((takes[-1] if takes else now) + step)
+        starts = []
+        for take in takes[:n]:  # each taken frame runs on the first stream free after it
+            start = max(take, heapq.heappop(free))
+            starts.append(start)
+            heapq.heappush(free, start + service)
+        return starts

@@ -86,6 +86,19 @@ def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None
     )
 
 
+def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it() -> None:
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    clock.submitted(2, 800.000, 3)  # runs until 800.020
+    clock.submitted(3, 800.010, 3)  # runs until 800.030
+    clock.submitted(4, 800.012, 3)  # queued: starts at 800.020, on the first stream to free
+    # the cap takes the next frame at 800.020, but then both streams are busy (the queued
+    # request, and the one ending at 800.030): it would only wait in the device's queue
+    assert clock.due(0, 800.013) == pytest.approx(800.030 - clock.lead_s)
+    # the one after it: taken at 800.030, run when the queued request ends at 800.040
+    assert clock.due(1, 800.013) == pytest.approx(800.040 - clock.lead_s)
+
+
 def test_a_refused_request_teaches_no_run_time_and_frees_its_stream() -> None:
     clock = TurnClock(1)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
