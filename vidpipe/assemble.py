@@ -36,7 +36,7 @@ from vidpipe.metrics import Metrics
 from vidpipe.model import LoadedModel, camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.reload import ConfigDiff, active_cameras
+from vidpipe.reload import ConfigDiff, active_cameras, running_inference
 from vidpipe.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
@@ -64,9 +64,11 @@ class InferencePlan:
 
 
 def plan_inference(
-    cfg: Config, metrics: Metrics, loaded: LoadedModel | None = None
+    cfg: Config, metrics: Metrics, loaded: LoadedModel | None = None, shard: Shard | None = None
 ) -> InferencePlan:
     """Compile the model (or reuse ``loaded``), resolve each camera's class filter and scene.
+
+    ``shard``: the cameras this process runs (None: every enabled one) pick ``hint: auto``.
 
     Raises:
         BackendError: the model cannot be compiled or does not fit ``model.type``.
@@ -77,7 +79,7 @@ def plan_inference(
     if missing := nvdec_source.check_nvdec(cfg):
         raise ConfigError(missing)
     opened = loaded is None
-    model = loaded if loaded is not None else open_model(cfg.model, cfg.inference)
+    model = loaded if loaded is not None else open_model(cfg.model, running_inference(cfg, shard))
     try:
         rules = camera_rules(cfg, model)
         check_sink_classes(cfg, model.labels)

@@ -71,7 +71,7 @@ class Daemon:
 
     def start(self) -> None:
         """Compile the model, then start the sinks, the scheduler and the cameras."""
-        plan = plan_inference(self.cfg, self.metrics)
+        plan = plan_inference(self.cfg, self.metrics, shard=self.shard)
         log_model(plan.loaded)
         self.pipeline.start(plan)
         log.info(
@@ -133,7 +133,7 @@ class Daemon:
         diff = diff_configs(self.cfg, new_cfg, self.shard)
         assert self.pipeline.loaded is not None
         keep = None if diff.rebuild_inference else self.pipeline.loaded
-        plan = plan_inference(new_cfg, self.metrics, keep)
+        plan = plan_inference(new_cfg, self.metrics, keep, self.shard)
         self.cfg = effective_config(self.cfg, new_cfg)
         self.pipeline.apply(self.cfg, diff, plan)
         return diff

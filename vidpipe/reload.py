@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vidpipe.config import CameraConfig, Config, ConfigError
+from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, OpenVINOConfig
 from vidpipe.shard import Shard
 
 # Sections kept from the running config until the next start (listening socket, open files).
 RESTART_ONLY_SECTIONS = ("http", "sinks", "logging")
-_INFERENCE_SECTIONS = ("model", "inference", "scheduler")
+_INFERENCE_SECTIONS = ("model", "scheduler")
 
 
 def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
@@ -34,6 +34,15 @@ def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
         return enabled
     balanced = cfg.sharding.assignment == "balanced"
     return {name: enabled[name] for name in shard.select(list(enabled), balanced)}
+
+
+def running_inference(cfg: Config, shard: Shard | None) -> InferenceConfig:
+    """The ``inference`` section as this process compiles it (``hint: auto`` resolved by the
+    number of cameras it runs)."""
+    inference = cfg.inference
+    if isinstance(inference, OpenVINOConfig):
+        return inference.for_cameras(len(active_cameras(cfg, shard)))
+    return inference
 
 
 def _restart_part(cam: CameraConfig) -> CameraConfig:
@@ -90,7 +99,9 @@ def diff_configs(old: Config, new: Config, shard: Shard | None = None) -> Config
         stop=tuple(n for n in before if n not in after),
         restart=restart,
         keep=tuple(n for n in after if n in before and n not in restart),
-        rebuild_inference=any(getattr(old, s) != getattr(new, s) for s in _INFERENCE_SECTIONS),
+        # an edit from one camera to two changes the hint ``auto`` picks: a rebuild too
+        rebuild_inference=running_inference(old, shard) != running_inference(new, shard)
+        or any(getattr(old, s) != getattr(new, s) for s in _INFERENCE_SECTIONS),
         restart_only=tuple(s for s in RESTART_ONLY_SECTIONS if getattr(old, s) != getattr(new, s)),
     )
 

@@ -20,7 +20,7 @@ def parse(text: str, env: dict[str, str] | None = None):
 def test_minimal_config_has_defaults() -> None:
     cfg = parse(BASE)
     assert cfg.inference.type == "openvino"
-    assert cfg.inference.hint == "throughput"
+    assert cfg.inference.hint == "auto"
     assert cfg.http.host == "127.0.0.1"
     assert cfg.cameras[0].is_stream
 

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from vidpipe.config import Config, ConfigError
-from vidpipe.reload import active_cameras, diff_configs, effective_config, with_http_port
+from vidpipe.reload import (
+    active_cameras,
+    diff_configs,
+    effective_config,
+    running_inference,
+    with_http_port,
+)
 from vidpipe.shard import Shard
 
 
@@ -112,3 +118,27 @@ def test_balanced_sharding_splits_the_enabled_cameras_evenly_and_a_switch_reassi
     d = diff_configs(rendezvous, balanced, shard)  # a reload that switches the assignment
     assert set(d.keep) | set(d.start) == set(active_cameras(balanced, shard))
     assert set(d.keep) | set(d.stop) == set(active_cameras(rendezvous, shard))
+
+
+def test_hint_auto_is_latency_for_one_camera_and_throughput_for_more_or_none() -> None:
+    assert running_inference(cfg([A]), None).hint == "latency"
+    assert running_inference(cfg([A, B]), None).hint == "throughput"
+    assert running_inference(cfg([]), None).hint == "throughput"  # vidpipe detect, check
+    assert running_inference(cfg([A, {**B, "enabled": False}]), None).hint == "latency"
+    pinned = cfg([A], inference={"hint": "throughput"})
+    assert running_inference(pinned, None).hint == "throughput"
+
+
+def test_hint_auto_counts_the_cameras_of_this_shard() -> None:
+    three = cfg([A, B, C])
+    hints = sorted(running_inference(three, Shard(i, 2)).hint for i in range(2))
+    assert hints == ["latency", "throughput"]  # one shard runs 1 camera, the other 2
+
+
+def test_crossing_one_camera_rebuilds_the_pool_only_under_hint_auto() -> None:
+    d = diff_configs(cfg([A]), cfg([A, B]))
+    assert d.rebuild_inference and d.start == ("b",) and d.keep == ("a",)
+    assert diff_configs(cfg([A, B]), cfg([B])).rebuild_inference
+    assert not diff_configs(cfg([A, B]), cfg([A, B, C])).rebuild_inference  # still throughput
+    pinned = {"inference": {"hint": "latency"}}
+    assert not diff_configs(cfg([A], **pinned), cfg([A, B], **pinned)).rebuild_inference

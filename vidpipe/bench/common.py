@@ -27,6 +27,7 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-ingraph": {"preprocess_in_graph": True},  # u8 NHWC, converted by OpenVINO
     "vidpipe-norewrite": {"graph_rewrites": False},  # the model as given (Focus slices kept)
     "vidpipe-latency": {"hint": "latency"},  # one stream on every core, one request in flight
+    "vidpipe-throughput": {"hint": "throughput"},  # the hint auto picks for 2+ cameras, always
     "vidpipe-eager": {"decode_just_in_time": False},  # file cameras decode when their turn frees
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }

@@ -44,7 +44,6 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
         "inference": {
             "type": "openvino",
             "device": "CPU",
-            "hint": "throughput",
             "precision": spec.precision,
             **VIDPIPE_VARIANTS.get(spec.contender, {}),
         },

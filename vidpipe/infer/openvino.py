@@ -44,7 +44,9 @@ from vidpipe.types import Completion, TensorSpec
 log = logging.getLogger(__name__)
 
 
-_HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY"}
+# ``auto`` reaches the backend only where no cameras pick (``vidpipe detect``, ``check``):
+# frames come as fast as they are read, the throughput hint's case.
+_HINTS = {"throughput": "THROUGHPUT", "latency": "LATENCY", "auto": "THROUGHPUT"}
 # A request that is idle while its submission still waits for a callback either is inside its
 # callback right now or failed (OpenVINO then calls no callback at all). After this long it is
 # the latter: the slot is reclaimed and the submission completes with an error.
@@ -179,8 +181,10 @@ class OpenVINOBackend:
         # request queued when one finishes. `vidpipe bench` A/B on 2 cores
         # (benchmarks/results/ab-vidpipe-defaults.md): 4 requests vs 2 gave +1.6 % fps at 4
         # cameras and a tie at 8, 100 % CPU instead of 98 %, and about +60 ms p50 latency.
-        # Under the latency hint more requests would only add queueing.
-        self.capacity = cfg.num_requests or (2 * optimal if cfg.hint == "throughput" else optimal)
+        # Under the latency hint (one stream) as well: the scheduler's in-flight cap keeps the
+        # second request out of the device's queue while one camera runs, and letterboxes
+        # into it meanwhile, so that the stream does not wait for the letterbox.
+        self.capacity = cfg.num_requests or 2 * optimal
         # With the default pool the scheduler may keep fewer requests in flight when fewer
         # cameras than requests have frames (``Scheduler``): never fewer than one per stream.
         # An explicit ``num_requests`` is kept as given (None: no cap).
@@ -211,7 +215,7 @@ class OpenVINOBackend:
             "device": cfg.device,
             "precision": model_precision(model, precision),
             "float_precision": precision,
-            "hint": cfg.hint,
+            "hint": _HINTS[cfg.hint].lower(),
             "model": model_path.name,
             "requests": str(self.capacity),
             "optimal_requests": str(optimal),
