@@ -113,3 +113,22 @@ def test_fps_targets_apply_to_unpaced_runs_only(repo_root: Path) -> None:
     assert paced["options"]["realtime"] is True
     assert targets(paced) == []
     assert "No target applies to this run." in markdown(paced)
+
+
+def test_a_stored_run_with_a_variant_this_registry_lacks_still_renders(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    """A result file outlives the registry that made it: its plot labels an unknown contender
+    by its name (a missing label once lost the report of a finished run)."""
+    import json
+
+    from vidpipe.bench.report import write_outputs
+
+    results = repo_root / "benchmarks" / "results"
+    doc = json.loads((results / "naive-1cam-2cpu-xeon-hint.json").read_text())
+    for row in doc["summary"]:
+        if row["contender"] == "vidpipe-throughput":
+            row["contender"] = "vidpipe-gone"
+    paths = write_outputs(doc, tmp_path / "run.json", tmp_path)
+    assert "vidpipe-gone" in paths["markdown"].read_text()
+    assert paths["png"].stat().st_size > 0

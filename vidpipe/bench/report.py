@@ -410,7 +410,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
                     [r["cameras"] for r in rows],
                     [r["fps"] for r in rows],
                     marker="o",
-                    label=LABELS[contender],
+                    label=LABELS.get(contender, contender),  # a stored run's own variant
                     linewidth=2.5 if contender == "vidpipe" else 1.5,
                 )
         ref = doc.get("references", {}).get(clip, {})

@@ -70,6 +70,7 @@ LABELS: dict[str, str] = {
     "vidpipe-motion": "vidpipe, motion gate on",
     # inference variants (``common.VIDPIPE_VARIANTS``)
     "vidpipe-latency": "vidpipe, latency hint (A/B)",
+    "vidpipe-throughput": "vidpipe, throughput hint whatever the cameras (A/B)",
     "vidpipe-eager": "vidpipe, file cameras decode at once, not just in time (A/B)",
 }
 
