@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.conftest import free_port, scrape, wait_for
 from tests.integration.test_daemon_e2e import read_jsonl, sample
-from tests.integration.test_live_reload import write_config
+from tests.integration.test_live_reload import reload_base, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -34,15 +34,7 @@ def test_one_camera_runs_the_latency_hint_and_a_second_one_switches_to_throughpu
     port = free_port()
     out = tmp_path / "results.jsonl"
     clip = str(assets_dir / "videos" / "car-detection.mp4")
-    base: dict[str, Any] = {
-        "model": {
-            "path": str(assets_dir / "models" / "yolox_nano.onnx"),
-            "labels": str(assets_dir / "models" / "coco80.txt"),
-        },
-        "scheduler": {"max_frame_age_ms": 60000},
-        "http": {"port": port},
-        "sinks": [{"type": "jsonl", "path": str(out), "queue_size": 100000}],
-    }
+    base = reload_base(assets_dir, port, out)
     # a file read with backpressure: every frame it decodes is inferred, so its sequence in
     # the sink has no gap, across the pool rebuild too
     one = {"name": "one", "url": clip, "loop": True}

@@ -39,6 +39,20 @@ def seqs(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
     return out
 
 
+def reload_base(assets_dir: Path, port: int, out: Path) -> dict[str, Any]:
+    """Every section but the cameras: the real model, a JSONL sink that drops nothing, and no
+    frame too old (a loaded 2-core machine must not turn queueing into too_old drops)."""
+    return {
+        "model": {
+            "path": str(assets_dir / "models" / "yolox_nano.onnx"),
+            "labels": str(assets_dir / "models" / "coco80.txt"),
+        },
+        "scheduler": {"max_frame_age_ms": 60000},
+        "http": {"port": port},
+        "sinks": [{"type": "jsonl", "path": str(out), "queue_size": 100000}],
+    }
+
+
 def write_config(path: Path, cfg: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(with_precision(cfg)))
@@ -64,16 +78,7 @@ def test_sighup_applies_only_the_difference(
         def cam(name: str, **extra: Any) -> dict[str, Any]:
             return {"name": name, "url": server.url(name), **extra}
 
-        base: dict[str, Any] = {
-            "model": {
-                "path": str(assets_dir / "models" / "yolox_nano.onnx"),
-                "labels": str(assets_dir / "models" / "coco80.txt"),
-            },
-            # a loaded 2-core machine must not turn queueing into too_old drops here
-            "scheduler": {"max_frame_age_ms": 60000},
-            "http": {"port": port},
-            "sinks": [{"type": "jsonl", "path": str(out), "queue_size": 100000}],
-        }
+        base = reload_base(assets_dir, port, out)
         # f: a file read with backpressure: every frame it decodes is inferred, so its
         # sequence in the sink must have no gap at all
         file_cam = {
