@@ -149,7 +149,11 @@ class Scheduler:
         # Times file cameras' turns (hub); OpenVINO only: a batching backend wants every
         # frame it can get, and its batches are not the clock's one-request-per-stream model.
         floor = self.in_flight_floor
-        self.turn_clock = None if floor is None or not time_turns else TurnClock(floor)
+        self.turn_clock = (
+            None
+            if floor is None or not time_turns
+            else TurnClock(floor, decode_beside=not backend.uses_every_core)
+        )
         self._cap = backend.capacity  # the in-flight cap at the last submission
 
     def _init_hand_off_state(self) -> None:

@@ -100,3 +100,32 @@ def test_an_explicit_request_count_is_not_capped(assets_dir) -> None:
     finally:
         engine.close(10)
     assert max(seen) == 3
+
+
+def test_the_latency_hint_keeps_one_request_in_flight_and_letterboxes_into_a_second(
+    assets_dir,
+) -> None:
+    """One stream on every core: a pool of 2 (one in flight, one being filled), and file
+    cameras' decodes wait for the inference instead of running beside it."""
+    engine, backend, seen = _engine(assets_dir, OpenVINOConfig(hint="latency"))
+    try:
+        assert backend.description["streams"] == "1" and backend.capacity == 2
+        assert backend.uses_every_core
+        assert engine.turn_clock is not None and not engine.turn_clock.decode_beside
+        assert engine.in_flight_cap("cam0") == 1
+        _feed(engine, 1, 20)
+        assert engine.stop(30)
+    finally:
+        engine.close(10)
+    assert len(seen) == 20 and max(seen) == 1
+
+
+def test_the_throughput_hint_decodes_beside_inference(assets_dir) -> None:
+    engine, backend, _ = _engine(assets_dir, OpenVINOConfig(hint="throughput"))
+    try:
+        streams = int(backend.description["streams"])
+        assert backend.uses_every_core == (streams == 1)  # a 1-core machine has one stream
+        assert engine.turn_clock is not None
+        assert engine.turn_clock.decode_beside == (streams > 1)
+    finally:
+        engine.close(10)

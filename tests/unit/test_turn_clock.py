@@ -99,6 +99,19 @@ def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it(
     assert clock.due(1, 800.013) == pytest.approx(800.040 - clock.lead_s)
 
 
+def test_where_inference_takes_every_core_the_turn_waits_for_it_to_end() -> None:
+    clock = TurnClock(1, decode_beside=False)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    assert clock.lead_s == 0.0
+    clock.submitted(2, 900.000, 1)  # runs until 900.020
+    assert clock.due(0, 900.001) == pytest.approx(900.020)  # not a decode earlier
+    beside = TurnClock(1)
+    _measured(beside, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    beside.submitted(2, 900.000, 1)
+    assert beside.due(0, 900.001) == pytest.approx(900.020 - beside.lead_s)
+    assert beside.lead_s > 5 * MS
+
+
 def test_a_refused_request_teaches_no_run_time_and_frees_its_stream() -> None:
     clock = TurnClock(1)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)

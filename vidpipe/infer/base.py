@@ -46,6 +46,9 @@ class InferenceBackend(Protocol):
         capacity: frames that may be in flight at once.
         in_flight_floor: the fewest requests the scheduler may keep in flight (one per
             device stream), or None: it keeps ``capacity`` in flight.
+        uses_every_core: one inference runs on every host core (OpenVINO on the CPU with
+            one stream: the latency hint): a file camera's next decode then waits for it
+            to end instead of slowing it (``TurnClock``).
         description: what runs where (exported as a metric's labels).
         observe_batch: called with the frame count of every batch sent to the device, on
             whichever thread sends it; whoever exports metrics sets it.
@@ -55,6 +58,7 @@ class InferenceBackend(Protocol):
     output_shapes: list[tuple[int, ...]]
     capacity: int
     in_flight_floor: int | None
+    uses_every_core: bool
     description: dict[str, str]
     observe_batch: Callable[[int], None]
 

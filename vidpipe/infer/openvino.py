@@ -190,6 +190,7 @@ class OpenVINOBackend:
         # An explicit ``num_requests`` is kept as given (None: no cap).
         streams = int(self._compiled.get_property("NUM_STREAMS"))
         self.in_flight_floor = None if cfg.num_requests else max(1, min(streams, self.capacity))
+        self.uses_every_core = cfg.device.upper() == "CPU" and streams == 1
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         # Each request's own input tensor, lent to the scheduler in turn (the Tensor objects

@@ -72,6 +72,7 @@ class StreamSetBackend:
         self._closed = False
         self.observe_batch: Callable[[int], None] = ignore_batch
         self.in_flight_floor: int | None = None  # batching wants every frame it can get
+        self.uses_every_core = False  # the host only feeds the GPU
         self.input_copies = 0  # host frames copied a second time (see the module docstring)
         self.fatal: BaseException | None = None
         self.sets: list[DeviceStreamSet] = []
