@@ -162,10 +162,10 @@ class TurnClock:
         with self._lock:
             if self.service_s is None or self.decode_s is None:
                 return now  # nothing measured yet: the hub's count limit alone
-            needs = self._needs_locked(now, self._holding + outstanding + 1)
-            return needs[-1] - self.lead_s
+            starts = self._starts_locked(now, self._holding + outstanding + 1)
+            return starts[-1] - self.lead_s
 
-    def _needs_locked(self, now: float, n: int) -> list[float]:
+    def _starts_locked(self, now: float, n: int) -> list[float]:
         """The times at which each of the next ``n`` frames starts running, in order.
 
         A frame is needed when a stream frees for it, not when the cap takes it: with one

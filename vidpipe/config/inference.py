@@ -92,11 +92,11 @@ class OpenVINOConfig(InferenceConfigBase):
         the latency hint for one camera (one stream on every core: its frames are inferred
         one after the other, each sooner), throughput for more (one stream per core or two,
         several frames at once), as OpenVINO's guide puts it for one input stream against
-        many. At one camera on 2 cores the throughput hint ran 1.3x the frames of the latency
-        hint at 1.5x its p95 latency (768x432; 1.2x and 1.3x at 1080p), and the latency
-        hint still ran 1.6x the frames of a loop that infers one frame at a time (``vidpipe
-        bench --contenders naive,vidpipe,vidpipe-throughput --cameras 1``, README
-        "Performance")."""
+        many. At one camera on 2 cores the throughput hint ran 1.3-1.4x the frames of the
+        latency hint at 1.8-1.9x its p95 latency, and the latency hint still ran 1.3-1.6x the
+        frames of a loop that infers one frame at a time, at its p95 or less (``vidpipe bench
+        --contenders naive,vidpipe,vidpipe-throughput --cameras 1``, 768x432 and 1080p,
+        README "Performance")."""
         if self.hint != "auto":
             return self
         return self.model_copy(update={"hint": "latency" if cameras == 1 else "throughput"})
