@@ -18,6 +18,7 @@ from tests.fake_gpu import device_frame, tagged_frame
 from tests.lending import lend_and_submit
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.preprocess.buffers import InputBuffer
+from vidpipe.preprocess.letterbox import letterbox
 from vidpipe.types import Frame
 
 pytestmark = pytest.mark.timeout(60)
@@ -103,6 +104,36 @@ def test_a_batch_that_left_while_its_row_was_filled_costs_one_copy_fake_gpu() ->
         assert backend.input_copies == 1
         assert sorted(b for ctx in exs[0].contexts for b in ctx.batches) == [1, 1]
         assert rts[0].copies == 4
+    finally:
+        backend.close()
+
+
+def test_a_copied_row_remembers_the_pad_it_was_given_fake_gpu() -> None:
+    """The copy above brings the source buffer's pad into the row: the row must take the
+    source's pad geometry, or its next frame of the size it held before would skip a pad
+    that is no longer there (a stale model input)."""
+    backend, _, _ = make_backend(streams=1, max_batch=4, timeout_ms=10_000)
+    tall = np.full((16, 8, 3), 50, np.uint8)  # into 8x8: picture 4x8, pad on the right
+    wide = np.full((8, 16, 3), 200, np.uint8)  # picture 8x4, pad at the bottom
+    rows = [row for s in backend.sets for slot in s.slots for io in slot.io_sets for row in io.rows]
+    done = Collector()
+    try:
+        for row in rows:
+            row.fill(tall)  # every row last held a tall camera's frame
+        lend_and_submit(backend, tagged_frame(1, 0), (1, 0), done)
+        buf = backend.lend(1.0)
+        assert buf is not None
+        backend.flush()  # the batch leaves while ``buf`` is filled: submit copies the frame
+        buf.fill(wide)
+        backend.submit(buf, (2, 1), done)
+        backend.flush()
+        assert sorted(c.tag for c in done.wait(2)) == [(1, 0), (2, 1)]
+        assert backend.input_copies == 1
+        wide_input = letterbox(wide, 8, 8)[0]
+        [copied] = [r for r in rows if r is not buf and np.array_equal(r.hwc, wide_input)]
+        assert copied.padded_for == buf.padded_for == (8, 4)
+        copied.fill(tall)  # the row's next frame, its batch done
+        np.testing.assert_array_equal(copied.hwc, letterbox(tall, 8, 8)[0])
     finally:
         backend.close()
 

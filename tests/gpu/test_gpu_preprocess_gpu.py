@@ -146,3 +146,34 @@ def test_gpu_path_matches_cpu_path_on_nv12_images_gpu(model_path: Path, assets_d
 
 def first(out: object) -> torch.Tensor:
     return out[0] if isinstance(out, (tuple, list)) else out
+
+
+@pytest.mark.parametrize(
+    "size", [(1920, 1080), (1280, 720), (768, 432), (640, 480), (416, 416), (320, 240)]
+)
+def test_fused_kernel_equals_the_pytorch_form_gpu(size: tuple[int, int]) -> None:
+    """The one-kernel letterbox that the torch executor uses for NVDEC pictures writes what
+    the PyTorch form writes, into the listed rows only (out of order, one picture not
+    contiguous), pad included; 416x416 is the no-resize case, 320x240 an enlargement."""
+    from vidpipe.preprocess.gpu_kernel import compile_letterbox, letterbox_rows
+
+    kernel, how = compile_letterbox(torch, torch.device("cuda", 0))
+    assert kernel is not None, how
+    w, h = size
+    gen = torch.Generator(device="cuda").manual_seed(w * h)
+    wide = torch.randint(0, 256, (5, h * 3 // 2, w + 64), generator=gen, device="cuda")
+    pictures = [p[:, :w] for p in wide.to(torch.uint8)]  # row pitch w + 64: not contiguous
+    pictures[1:] = [p.contiguous() for p in pictures[1:]]
+    rows = [6, 1, 3, 0, 4]
+    dst = torch.full((8, 416, 416, 3), 7, dtype=torch.uint8, device="cuda")  # poisoned
+    letterbox_rows(torch, kernel, pictures, rows, dst)
+    ref = torch.empty((5, 416, 416, 3), dtype=torch.uint8, device="cuda")
+    nv12_letterbox_batch_into(torch, torch.stack([p.contiguous() for p in pictures]), ref)
+    torch.cuda.synchronize()
+    got = dst[rows].cpu().numpy().astype(np.int16)
+    diff = np.abs(got - ref.cpu().numpy().astype(np.int16))
+    print(size, how, "values that differ", int((diff > 0).sum()), "of", diff.size)
+    # The same arithmetic in the same order; a fused multiply-add in PyTorch's lerp that the
+    # compiler placed differently could move a value lying exactly between two levels.
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-5
+    assert (dst[[2, 5, 7]] == 7).all(), "wrote outside the listed rows"

@@ -87,17 +87,15 @@ def test_bench_gpu_is_an_argparse_command_like_the_others() -> None:
 
 def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
     """Every stream count of a batch size reuses one executor; a backend must not close it."""
-    import numpy as np
-
     from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
     from vidpipe.bench.gpu import stream_set_rate
 
     rt = FakeGpuRuntime(0, 0.0)
     ex = FakeExecutor(rt, 4)
-    frames = np.stack([tagged_frame(1, i) for i in range(4)])
+    frames = [tagged_frame(1, i)[0] for i in range(4)]  # at the fake model's input size
     for streams in (1, 2):
-        rate, mean_batch = stream_set_rate([(rt, ex)], streams, 0.3, frames)
-        assert rate > 0 and 1.0 <= mean_batch <= 4.0
+        measured = stream_set_rate([(rt, ex)], streams, 0.3, frames)
+        assert measured.img_s > 0 and 1.0 <= measured.mean_batch <= 4.0
         assert not ex.closed
 
 
@@ -109,7 +107,7 @@ def test_bench_gpu_feeds_pictures_already_on_the_gpu_fake_gpu() -> None:
 
     rt = FakeGpuRuntime(0, 0.0)
     ex = FakeExecutor(rt, 4)
-    rate, _ = stream_set_rate([(rt, ex)], 2, 0.3, [device_frame(1, i) for i in range(4)])
+    rate = stream_set_rate([(rt, ex)], 2, 0.3, [device_frame(1, i) for i in range(4)]).img_s
     assert rate > 0
     letterboxed = sum(len(rows) for ctx in ex.contexts for rows in ctx.letterboxed)
     assert letterboxed >= 0.3 * rate  # every frame of the window went through it

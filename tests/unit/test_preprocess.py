@@ -7,7 +7,7 @@ import pytest
 
 from vidpipe.preprocess.buffers import allocations, input_buffer
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox, letterbox_geometry
-from vidpipe.types import TensorSpec
+from vidpipe.types import DeviceImage, TensorSpec
 
 
 @pytest.mark.parametrize(
@@ -112,3 +112,53 @@ def test_u8_buffer_letterboxes_straight_into_the_memory_it_is_given() -> None:
 def test_memory_that_does_not_fit_the_spec_is_refused(spec, memory, message) -> None:
     with pytest.raises(ValueError, match=message):
         input_buffer(TensorSpec(*spec), 0, memory)
+
+
+def frame(width: int, height: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [("x", (1, 416, 416, 3), "u8", "NHWC"), ("x", (1, 3, 416, 416), "f32", "NCHW")],
+    ids=["u8", "f32-scratch"],
+)
+def test_the_pad_is_written_once_per_geometry(spec: tuple) -> None:
+    """A fill of the size the buffer holds the pad of leaves the pad alone (poisoned here, to
+    see it); a fill of another size writes the whole buffer as a fresh letterbox does."""
+    buf = input_buffer(TensorSpec(*spec), 0)
+    buf.fill(frame(640, 480, 0))  # 4:3: picture 416x312
+    buf.hwc[312:] = 7
+    second = frame(640, 480, 1)
+    buf.fill(second)
+    assert (buf.hwc[312:] == 7).all(), "the pad of the same geometry was written again"
+    np.testing.assert_array_equal(buf.hwc[:312], letterbox(second, 416, 416)[0][:312])
+    if buf.tensor.dtype == np.float32:  # the scratch's pad goes on into the tensor
+        assert (buf.tensor[0, :, 312:] == 7).all()
+    wide = frame(1920, 1080, 2)  # 16:9: picture 416x234, rows 234..312 become pad
+    buf.fill(wide)
+    expected = letterbox(wide, 416, 416)[0]
+    np.testing.assert_array_equal(buf.hwc, expected)
+    if buf.tensor.dtype == np.float32:
+        np.testing.assert_array_equal(buf.tensor[0], expected.transpose(2, 0, 1))
+
+
+def test_backend_memory_gets_its_pad_on_the_first_fill() -> None:
+    """Memory the backend lends may hold anything: the first fill writes the pad."""
+    memory = frame(416, 416, 3)[None]  # garbage everywhere
+    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 0, memory)
+    wide = frame(1920, 1080, 4)
+    buf.fill(wide)
+    np.testing.assert_array_equal(memory[0], letterbox(wide, 416, 416)[0])
+
+
+def test_a_gpu_picture_leaves_the_pad_the_buffer_holds() -> None:
+    """A ``DeviceImage`` fill does not write ``hwc``: the next host frame of the GPU
+    picture's size must still get its pad, over what the previous host frame left."""
+    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 0)
+    buf.fill(frame(640, 480, 5))  # picture rows 0..312
+    host = np.zeros((1080, 1920, 3), np.uint8)
+    buf.fill(DeviceImage(None, 0, 1920, 1080, lambda: host))
+    wide = frame(1920, 1080, 6)
+    buf.fill(wide)
+    np.testing.assert_array_equal(buf.hwc, letterbox(wide, 416, 416)[0])

@@ -217,6 +217,35 @@ def thread_cpu_percent(
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def thread_names() -> dict[int, str]:
+    """Native thread id -> name of every thread of this process: a Python thread's own name
+    (Python 3.11 does not hand it to the OS: such a thread's ``comm`` is its creator's),
+    else the OS name (``/proc/self/task/<tid>/comm``: CUDA, torch and other native threads)."""
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) not in names:
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    names[int(tid)] = f.read().strip()
+            except OSError:
+                continue  # the thread ended
+    return names
+
+
+def thread_cores(
+    before: dict[int, float], after: dict[int, float], window_s: float
+) -> dict[str, float]:
+    """Cores each thread name kept busy over a window (1.0 = one core), summed over the
+    threads of one name, from two ``thread_cpu_s`` samples; busiest first. A thread that
+    ended within the window is not counted."""
+    names = thread_names()
+    out: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(tid, f"thread {tid}")  # ended between the sample and the naming
+        out[name] = out.get(name, 0.0) + (cpu - before.get(tid, 0.0)) / window_s
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def machine_busy_s() -> float:
     """CPU seconds every process on the machine has spent busy (``/proc/stat``, all cores).
 

@@ -7,9 +7,11 @@ Two measurements, both in one run, reported as JSON and Markdown:
    * the *tight loop*: one execution context enqueued back to back on one stream, input
      already on the device, one synchronisation at the end (the executor's own ceiling at
      batch B), and
-   * the *stream set*: a synthetic camera thread submitting prepared (letterboxed u8)
-     frames through ``lend`` + ``submit``, with batching, copies, events, completion
-     thread and per-frame routing, over K streams.
+   * the *stream set*: a synthetic camera thread filling lent rows with pictures already at
+     their letterboxed size (``InputBuffer.fill``, the scheduler's call, without the resize)
+     and submitting them through ``lend`` + ``submit``, with batching, copies, events,
+     completion thread and per-frame routing, over K streams; each point also gives the
+     cores every thread of the process kept busy (``thread_cpu``).
 
    The ratio of the two is the figure the design is judged by (>= 0.9). ``--outputs device``
    (the default) submits each frame as the daemon does for a model the executor postprocesses
@@ -33,11 +35,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vidpipe.bench.common import thread_cores, thread_cpu_s
 from vidpipe.infer.gpu_base import BatchExecutor
 from vidpipe.types import DeviceImage
 
@@ -108,22 +112,40 @@ class _Lent:
         """The owner closes the executor, not the backend it was lent to."""
 
 
+@dataclass(frozen=True)
+class StreamSetRate:
+    """What one stream-set point measured over its window.
+
+    Attributes:
+        img_s: frames completed per second.
+        mean_batch: the mean batch size (the daemon exports it as ``vidpipe_batch_size``).
+        thread_cores: cores each thread name kept busy (1.0 = one core), busiest first
+            (``common.thread_cores``); the feeder is the thread that called
+            ``stream_set_rate``, under its Python name (``MainThread`` in ``bench-gpu``).
+    """
+
+    img_s: float
+    mean_batch: float
+    thread_cores: dict[str, float]
+
+
 def stream_set_rate(
     devices: list[tuple[Any, Any]],
     streams: int,
     seconds: float,
-    frames: np.ndarray | Sequence[DeviceImage],
+    frames: Sequence[np.ndarray] | Sequence[DeviceImage],
     tag: Any = None,
-) -> tuple[float, float]:
-    """img/s through the backend from one synthetic camera thread (prepared frames), and the
-    mean batch size of the measured window (the daemon exports it as ``vidpipe_batch_size``).
+) -> StreamSetRate:
+    """Frames through the backend from one synthetic camera thread, the calling one.
 
-    ``frames``: letterboxed host frames, copied into the lent pinned rows as the scheduler
-    letterboxes a CPU-decoded frame, or pictures already on the GPU (``DeviceImage``, as NVDEC
-    decodes them), which the backend letterboxes into the batch on the device. One thread
-    lends and submits, as the scheduler does (``lend`` has a single lender). ``tag`` is what
-    every frame is submitted with: a ``SubmitTag`` asks for postprocessing on the device,
-    None for the raw outputs.
+    The feeder does the scheduler's part for each frame: ``lend``, ``InputBuffer.fill``,
+    ``submit`` (one thread, as ``lend`` has a single lender). ``frames`` are host pictures
+    already at their letterboxed size (``_frames``), so the fill copies each into the lent
+    pinned row and writes the row's pad once, as the scheduler's fill does minus the resize
+    (its cost on the scheduler thread is what ``preprocess_cost`` measures); or pictures on
+    the GPU (``DeviceImage``, as NVDEC decodes them), which the backend letterboxes into the
+    batch on the device. ``tag`` is what every frame is submitted with: a ``SubmitTag`` asks
+    for postprocessing on the device, None for the raw outputs.
     """
     from vidpipe.infer.streamset import StreamSetBackend
 
@@ -144,11 +166,7 @@ def stream_set_rate(
         while time.perf_counter() < until:
             buf = backend.lend(0.1)
             if buf is not None:
-                image = frames[i % len(frames)]
-                if isinstance(image, DeviceImage):
-                    buf.fill(image)  # kept on the GPU, letterboxed there at dispatch
-                else:
-                    np.copyto(buf.tensor, image)  # the daemon letterboxes here
+                buf.fill(frames[i % len(frames)])
                 backend.submit(buf, tag, on_done)
                 i += 1
 
@@ -158,20 +176,21 @@ def stream_set_rate(
         with lock:
             start = done[0]
         first_batch = len(batch_sizes)
-        t0 = time.perf_counter()
+        cpu0, t0 = thread_cpu_s(), time.perf_counter()
         feed(t0 + seconds)
         backend.drain(30.0)
         elapsed = time.perf_counter() - t0
+        cores = thread_cores(cpu0, thread_cpu_s(), elapsed)
         with lock:
             n = done[0] - start
         window = batch_sizes[first_batch:]
-        return n / elapsed, (sum(window) / len(window) if window else 0.0)
+        return StreamSetRate(n / elapsed, sum(window) / len(window) if window else 0.0, cores)
     finally:
         backend.close()  # closes only the _Lent wrappers: the executors serve the next point
 
 
 def inference_points(
-    args: argparse.Namespace, frames: np.ndarray | Sequence[DeviceImage]
+    args: argparse.Namespace, frames: Sequence[np.ndarray] | Sequence[DeviceImage]
 ) -> list[dict[str, Any]]:
     points = []
     for batch in args.batches:
@@ -179,16 +198,21 @@ def inference_points(
         tight = tight_loop(rt, ex, batch, args.seconds)
         tag = device_tag(args, ex)
         for k in args.streams:
-            rate, mean_batch = stream_set_rate([(rt, ex)], k, args.seconds, frames, tag)
+            measured = stream_set_rate([(rt, ex)], k, args.seconds, frames, tag)
             point = {
                 "batch": batch,
                 "streams": k,
                 "inputs": args.inputs,
                 "outputs": "host" if tag is None else "device",
                 "tight_loop_img_s": round(tight, 1),
-                "stream_set_img_s": round(rate, 1),
-                "ratio": round(rate / tight, 3),
-                "mean_batch": round(mean_batch, 2),
+                "stream_set_img_s": round(measured.img_s, 1),
+                "ratio": round(measured.img_s / tight, 3),
+                "mean_batch": round(measured.mean_batch, 2),
+                "thread_cpu": {
+                    name: round(cores, 3)
+                    for name, cores in measured.thread_cores.items()
+                    if cores > 0.01
+                },
             }
             print(json.dumps(point), flush=True)
             points.append(point)
@@ -405,11 +429,19 @@ def _images(images: Path | None) -> list[np.ndarray]:
     return out
 
 
-def _frames(images: Path | None) -> np.ndarray:
-    """Letterboxed u8 frames ``(n, 1, 416, 416, 3)``, as the scheduler writes them."""
-    from vidpipe.preprocess.letterbox import letterbox
+def _frames(images: Path | None) -> list[np.ndarray]:
+    """The pictures as BGR u8 at the size a 1080p frame takes in a 416x416 input (416x234),
+    resized as the letterbox resizes: ``fill`` then copies each into its row unscaled and
+    pads the row, which is the scheduler's fill of a 1080p frame minus the resize."""
+    import cv2
 
-    return np.stack([letterbox(image, 416, 416)[0][None] for image in _images(images)])
+    from vidpipe.preprocess.letterbox import letterbox_geometry
+
+    _, width, height = letterbox_geometry(1920, 1080, 416, 416)
+    return [
+        cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)
+        for image in _images(images)
+    ]
 
 
 def _device_frames(images: Path | None, device: int) -> list[DeviceImage]:

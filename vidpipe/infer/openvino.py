@@ -235,6 +235,7 @@ class OpenVINOBackend:
         after such a warm-up); it also takes the first-inference cost out of the pipeline.
         """
         self.buffers[0].tensor[...] = 114
+        self.buffers[0].padded_for = None  # written here, not by ``fill``
         self._queue[0].infer()
         for i in range(self.capacity):
             for j in range(len(self._output_orders)):

@@ -193,7 +193,9 @@ class StreamSetBackend:
             # The frame is not in this row: the batch it was lent from left on its timer
             # while the frame was letterboxed (or the buffer is not one of ours). One copy,
             # counted. In this row it is already where the batch's copy to the device reads.
-            np.copyto(batch.io.rows[row].hwc, buffer.hwc)
+            target = batch.io.rows[row]
+            np.copyto(target.hwc, buffer.hwc)
+            target.padded_for = buffer.padded_for  # the row now holds the source's pad
             self.input_copies += 1
         if row == 0:
             batch.t_open = time.monotonic()  # the timer runs from the first frame

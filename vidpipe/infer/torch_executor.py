@@ -30,6 +30,7 @@ from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
 from vidpipe.postprocess.gpu import GPU_POSTPROCESSORS, GpuPostprocess
 from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
+from vidpipe.preprocess.gpu_kernel import compile_letterbox, letterbox_rows
 from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,11 @@ class TorchContext:
                     if image.ready is not None:
                         self.stream.wait_event(image.ready)
                 idx = [row for row, _ in group]
-                nv12 = torch.stack([image.nv12 for _, image in group])
+                pictures = [image.nv12 for _, image in group]
+                if self._ex.letterbox_kernel is not None:
+                    letterbox_rows(torch, self._ex.letterbox_kernel, pictures, idx, self._input)
+                    continue
+                nv12 = torch.stack(pictures)
                 if idx == list(range(idx[0], idx[0] + len(idx))):  # contiguous rows: a view
                     nv12_letterbox_batch_into(torch, nv12, self._input[idx[0] : idx[0] + len(idx)])
                     continue
@@ -222,12 +227,15 @@ class TorchExecutor:
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         self.module = module
         self.precision = precision
+        # NVDEC pictures are letterboxed on the GPU: one fused kernel where it compiles
+        self.letterbox_kernel, letterbox = compile_letterbox(torch, self.device)
         self.description = {
             "backend": "torch",
             "precision": precision,
             "model": model_path.name,
             "executor": f"onnx2torch {getattr(onnx2torch, '__version__', '?')}, "
             f"torch {torch.__version__}, cuda graphs {'on' if cuda_graphs else 'off'}",
+            "gpu_letterbox": letterbox,
         }
         self._warm_up()
 

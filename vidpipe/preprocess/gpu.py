@@ -25,7 +25,7 @@ stream that does not say otherwise (the CPU capture path decodes through them).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from vidpipe.preprocess.letterbox import PAD_VALUE, letterbox_geometry
 from vidpipe.types import Letterbox
@@ -89,14 +89,24 @@ def _taps(torch: Any, size_in: int, size_out: int, device: Any) -> tuple[Any, An
     return i0, i1, (src - i0.float()).clamp_(0.0, 1.0)
 
 
-_PLAN_CACHE: dict[tuple[Any, ...], tuple[Any, Any, Any, Any, Any]] = {}
+class Plan(NamedTuple):
+    """What one geometry's conversion reads (made once per geometry and device)."""
+
+    index: Any  # (3, 2h, 2w) flat offsets of the Y, U, V samples of every tap
+    offsets: Any  # (1, 3, 1, 1): 16, 128, 128
+    coef: Any  # (1, 3, 3, 1, 1): B, G, R from (Y - 16, U - 128, V - 128)
+    wx: Any | None  # (w,) the right tap's weight per column; None: no resize
+    wy: Any | None  # (h,) the lower tap's weight per row; None: no resize
+    ys: Any  # (2h,) int32 source rows: the upper taps, then the lower ones
+    xs: Any  # (2w,) int32 source columns: the left taps, then the right ones
 
 
-def _plan(torch: Any, device: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Any:
-    """What one geometry's conversion reads, made once per geometry and device: the flat
-    offsets of the Y, U and V samples of every source pixel the output reads ``(3, 2h, 2w)``
-    (rows: the upper taps, then the lower ones; columns likewise), the column and row
-    weights, and the colour matrix as broadcastable tensors."""
+_PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
+
+
+def plan(torch: Any, device: Any, src_h: int, src_w: int, new_h: int, new_w: int) -> Plan:
+    """The taps, weights and colour matrix of one geometry, made once per geometry and
+    device: rows list the upper taps, then the lower ones; columns likewise."""
     key = (str(device), src_h, src_w, new_h, new_w)
     if key not in _PLAN_CACHE:
         if (new_h, new_w) == (src_h, src_w):  # no resize: each pixel is its own four taps
@@ -112,9 +122,10 @@ def _plan(torch: Any, device: Any, src_h: int, src_w: int, new_h: int, new_w: in
         offsets = torch.tensor([16.0, 128.0, 128.0], device=device).view(1, 3, 1, 1)
         matrix = [(_Y_GAIN, cu, cv) for cu, cv in _BGR_FROM_UV]
         coef = torch.tensor(matrix, device=device, dtype=torch.float32).view(1, 3, 3, 1, 1)
+        made = Plan(index, offsets, coef, wx, wy, ys.to(torch.int32), xs.to(torch.int32))
         if index.is_cuda:  # made on this stream; other streams read it from now on
             torch.cuda.current_stream(index.device).synchronize()
-        _PLAN_CACHE[key] = (index, offsets, coef, wx, wy)
+        _PLAN_CACHE[key] = made
     return _PLAN_CACHE[key]
 
 
@@ -128,11 +139,11 @@ def _nv12_to_bgr_batch(
     bilinearly. About 20 kernels per batch, whatever its size.
     """
     b = nv12.shape[0]
-    index, offsets, coef, wx, wy = _plan(torch, nv12.device, src_h, src_w, new_h, new_w)
+    index, offsets, coef, wx, wy, _, _ = plan(torch, nv12.device, src_h, src_w, new_h, new_w)
     yuv = nv12.reshape(b, -1)[:, index].to(torch.float32) - offsets  # (B, 3, 2h, 2w)
     bgr = (yuv[:, None] * coef).sum(dim=2).round_().clamp_(0.0, 255.0)  # (B, 3, 2h, 2w)
     taps = bgr.view(b, 3, 2, new_h, 2, new_w)
-    if wx is None:  # no resize: the first tap is the pixel itself
+    if wx is None or wy is None:  # no resize: the first tap is the pixel itself
         out = taps[:, :, 0, :, 0]
     else:
         across = torch.lerp(taps[:, :, :, :, 0], taps[:, :, :, :, 1], wx)  # (B, 3, 2, h, w)

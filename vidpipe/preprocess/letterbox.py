@@ -27,12 +27,18 @@ def letterbox_geometry(src_w: int, src_h: int, dst_w: int, dst_h: int) -> tuple[
     return scale, new_w, new_h
 
 
-def letterbox_into(image: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8]) -> Letterbox:
+def letterbox_into(
+    image: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], *, pad: bool = True
+) -> Letterbox:
     """Letterbox ``image`` into the preallocated ``dst`` without allocating.
 
     Args:
         image: ``(H, W, 3)`` uint8 BGR frame.
-        dst: ``(h, w, 3)`` uint8 buffer, overwritten entirely (image top-left, pad 114).
+        dst: ``(h, w, 3)`` uint8 buffer, overwritten entirely (image top-left, pad 114),
+            unless ``pad`` is False.
+        pad: False writes only the image region and leaves the bottom and right of ``dst``
+            as they are: for a caller that knows they already hold the pad of this geometry
+            (``InputBuffer.fill``, whose memory nothing else writes).
 
     Returns:
         The mapping back to ``image`` pixels.
@@ -45,9 +51,9 @@ def letterbox_into(image: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8]) -> 
         np.copyto(region, image)
     else:
         cv2.resize(image, (new_w, new_h), dst=region, interpolation=cv2.INTER_LINEAR)
-    if new_h < dst_h:
+    if pad and new_h < dst_h:
         dst[new_h:, :] = PAD_VALUE
-    if new_w < dst_w:
+    if pad and new_w < dst_w:
         dst[:new_h, new_w:] = PAD_VALUE
     return Letterbox(scale=scale, src_w=int(src_w), src_h=int(src_h))
 
