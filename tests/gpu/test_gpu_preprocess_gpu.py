@@ -173,7 +173,8 @@ def test_fused_kernel_equals_the_pytorch_form_gpu(size: tuple[int, int]) -> None
     got = dst[rows].cpu().numpy().astype(np.int16)
     diff = np.abs(got - ref.cpu().numpy().astype(np.int16))
     print(size, how, "values that differ", int((diff > 0).sum()), "of", diff.size)
-    # The same arithmetic in the same order; a fused multiply-add in PyTorch's lerp that the
-    # compiler placed differently could move a value lying exactly between two levels.
+    # The same arithmetic in the same order: on the H200 (torch 2.11, CUDA 13) no value of
+    # the six sizes differed. A fused multiply-add that another compiler placed differently
+    # in PyTorch's lerp could move a value lying exactly between two levels, by one.
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-5
     assert (dst[[2, 5, 7]] == 7).all(), "wrote outside the listed rows"
