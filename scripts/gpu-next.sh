@@ -11,8 +11,9 @@
 #   letterbox  GPU time of one batch's letterbox, PyTorch form against the kernel
 #   f16, f32   the stream set against the tight loop at batch 64 (bench-gpu), f16 with host and
 #              device inputs; f32 three fresh processes at 2 streams (the >= 0.95 goal)
-#   profile    py-spy's per-thread samples of the f16 host-input point (where the host goes)
-#   nvdec      the daemon's NVDEC camera count at 160 and 128 (5 and 4 processes)
+#   profile    py-spy's per-thread samples of the f16 host-input point (where the host goes;
+#              py-spy comes with the wheelhouse, into $SITE/bin)
+#   nvdec      the daemon's NVDEC camera count at 176 and 168 on 5 processes (each held once)
 # Exit code: 1 if any step failed.
 set -uo pipefail
 ASSETS=${1:?assets dir}; OUT=${2:?out dir}; CLIP=${3:?1080p25 clip}
@@ -49,14 +50,14 @@ for s in $STEPS; do
       step letterbox-720p python3 -m benchmarks.gpu_letterbox --batch 64 --size 1280x720 ;;
     f16) bench f16-host f16 host 2,4; bench f16-device f16 device 2,4 ;;
     f32) for r in 1 2 3; do bench "f32-host-$r" f32 host 2; done ;;
-    profile) step profile py-spy record -r 250 --threads --nonblocking -f raw \
+    profile) step profile "${SITE:-/tmp/vidpipe-site}/bin/py-spy" record -r 250 --threads --nonblocking -f raw \
       -o "$OUT/next-profile.txt" -- python3 -m vidpipe.cli bench-gpu \
       --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
       --images "$ASSETS/images" --batches 64 --streams 2 --precision f16 --inputs host \
       --cameras '' --seconds 8 --json /tmp/next-profile.json ;;
     nvdec) shards="--mps --shard-assignment balanced"
-      daemon nvdec-160-5 150 nvdec 160 --processes 5 $shards
-      daemon nvdec-128-4 150 nvdec 128 --processes 4 $shards ;;
+      daemon nvdec-176-5 150 nvdec 176 --processes 5 $shards
+      daemon nvdec-168-5 150 nvdec 168 --processes 5 $shards ;;
     *) echo "!! unknown step $s"; rc=1 ;;
   esac
 done
