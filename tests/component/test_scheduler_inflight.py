@@ -1,4 +1,4 @@
-"""The in-flight cap: one request per stream, and one queued behind them with more cameras.
+"""The in-flight cap: one request per stream, then one queued per two cameras per stream.
 
 Real OpenVINO request pool and the real model; frames are fed through ``Scheduler.submit``
 (the scheduler thread's path), and the requests in flight are read at every submission.
@@ -64,7 +64,7 @@ def test_more_cameras_than_streams_queue_one_request_behind_them(assets_dir) -> 
     try:
         floor = backend.in_flight_floor
         assert floor is not None
-        n = backend.capacity + 2
+        n = floor + 1
         for i in range(n):
             cap = engine.in_flight_cap(f"cam{i}")
         assert cap == min(backend.capacity, floor + 1)  # every camera submitted in the window

@@ -99,6 +99,20 @@ def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it(
     assert clock.due(1, 800.013) == pytest.approx(800.040 - clock.lead_s)
 
 
+def test_with_two_requests_queued_behind_the_streams_turns_are_not_timed() -> None:
+    """Many cameras per stream: the cap queues two; a frame decoded early keeps the streams
+    busy from the device's queue, so its turn is due at once instead of held back."""
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    for key in (2, 3, 4):  # cap 3: the same forecast as above, turns held back
+        clock.submitted(key, 900.0, 3)
+    assert clock.due(2, 900.001) == pytest.approx(900.040 - clock.lead_s)
+    clock.submitted(5, 900.001, 4)  # cap 4: two queued behind the two streams
+    assert clock.due(2, 900.002) == 900.002
+    clock.submitted(6, 900.003, 3)  # back to one queued (cameras left): timed again
+    assert clock.due(2, 900.004) > 900.004
+
+
 def test_where_inference_takes_every_core_the_turn_waits_for_it_to_end() -> None:
     clock = TurnClock(1, decode_beside=False)
     _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
