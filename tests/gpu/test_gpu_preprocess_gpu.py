@@ -178,3 +178,19 @@ def test_fused_kernel_equals_the_pytorch_form_gpu(size: tuple[int, int]) -> None
     # in PyTorch's lerp could move a value lying exactly between two levels, by one.
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-5
     assert (dst[[2, 5, 7]] == 7).all(), "wrote outside the listed rows"
+
+
+def test_the_kernel_path_checks_shapes_as_the_pytorch_form_does(torch_device: Any) -> None:
+    """Refused before any launch (so this runs on CPU tensors too)."""
+    from vidpipe.preprocess.gpu_kernel import letterbox_rows
+
+    def frame(h: int, w: int) -> Any:
+        return torch.zeros((h, w), dtype=torch.uint8, device=torch_device)
+
+    dst = torch.zeros((2, 416, 416, 3), dtype=torch.uint8, device=torch_device)
+    with pytest.raises(ValueError, match="NV12 frame"):
+        letterbox_rows(torch, None, [frame(1081, 1920)], [0], dst)
+    with pytest.raises(ValueError, match="one size"):
+        letterbox_rows(torch, None, [frame(1620, 1920), frame(1080, 1280)], [0, 1], dst)
+    with pytest.raises(ValueError, match="destination"):
+        letterbox_rows(torch, None, [frame(1620, 1920)], [0], dst[:, :, :200])

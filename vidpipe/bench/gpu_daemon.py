@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
+from vidpipe.bench.common import thread_cpu_s
 from vidpipe.config import CaptureConfig, Config, ShardingConfig
 from vidpipe.reload import active_cameras
 from vidpipe.shard import Shard
@@ -153,15 +154,10 @@ def thread_cpu() -> dict[str, float]:
     This is the evidence for what limits the count: per-thread CPU shows whether the camera
     threads, the batcher or the completion threads are the ones near one core."""
     names = {t.native_id: re.sub(r"\d+", "#", t.name) for t in threading.enumerate()}
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the thread ended between listdir and read
-        name = names.get(int(tid), "native")
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    for tid, cpu in thread_cpu_s().items():
+        name = names.get(tid, "native")
+        out[name] = out.get(name, 0.0) + cpu
     return out
 
 

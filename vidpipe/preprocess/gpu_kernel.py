@@ -2,16 +2,17 @@
 
 The PyTorch form of the letterbox (``nv12_letterbox_batch_into``) runs about 20 kernels over
 float temporaries of every source pixel that the output reads, after a ``torch.stack`` of the
-batch's pictures: about 6 GB of memory traffic for a batch of 64 1080p pictures. On the H200
-that took longer than a third of YOLOX-Nano's own f16 run of the same batch, so a stream set
-fed with NVDEC pictures reached only 0.57-0.68 of the model's tight loop (README, GPU
-section). This kernel does the same arithmetic per output pixel in registers: it reads the
-four source pixels' Y, U and V bytes straight from each picture (their addresses in a small
-table, so no stack), and writes the three output bytes into the picture's row of the batch,
-pad included.
+batch's pictures: about 6 GB of memory traffic for a batch of 64 1080p pictures, 2.57 ms on
+the H200, more than a third of YOLOX-Nano's own f16 run of the same batch, so a stream set fed
+with NVDEC pictures reached only 0.57-0.68 of the model's tight loop. This kernel takes 0.10 ms
+for that batch (``python -m benchmarks.gpu_letterbox``; with it the stream set reaches
+0.91-0.98, README, GPU section). It does the same arithmetic per output pixel in registers:
+it reads the four source pixels' Y, U and V bytes straight from each picture (their addresses
+in a small table, so no stack), and writes the three output bytes into the picture's row of
+the batch, pad included.
 
 Same arithmetic as the PyTorch form, step for step, so that the two agree (the GPU tests
-compare them): the taps and weights come from the same plan (``gpu._plan``); each tap is
+compare them): the taps and weights come from the same plan (``gpu.plan``); each tap is
 converted with float32 products summed in the order PyTorch's reduction sums them, rounded
 half to even and clamped; the blend is PyTorch's ``lerp`` formula, rows then columns.
 
@@ -118,7 +119,17 @@ def letterbox_rows(torch: Any, kernel: Any, pictures: list[Any], rows: list[int]
         rows: each picture's row of ``dst``.
         dst: ``(N, h, w, 3)`` uint8 CUDA tensor, contiguous; each listed row is overwritten.
     """
-    src_h, src_w = int(pictures[0].shape[0]) * 2 // 3, int(pictures[0].shape[1])
+    first = pictures[0]
+    if first.dim() != 2 or first.dtype != torch.uint8 or first.shape[0] % 3 or first.shape[1] % 2:
+        raise ValueError(
+            f"NV12 frame must be a (H*3/2, W) uint8 tensor with H, W even, got "
+            f"{first.dtype} {tuple(first.shape)}"
+        )
+    if any(p.shape != first.shape for p in pictures):
+        raise ValueError("pictures of one call must all have one size")
+    if dst.dim() != 4 or dst.shape[3] != 3 or dst.dtype != torch.uint8 or not dst.is_contiguous():
+        raise ValueError(f"destination must be contiguous (N, h, w, 3) uint8, got {dst.shape}")
+    src_h, src_w = int(first.shape[0]) * 2 // 3, int(first.shape[1])
     _, dst_h, dst_w, _ = (int(s) for s in dst.shape)
     _, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
     geometry = plan(torch, dst.device, src_h, src_w, new_h, new_w)
