@@ -13,22 +13,8 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
-Requests in flight are capped by the cameras that have frames: one per OpenVINO stream (the
-backend's ``in_flight_floor``), and, once more cameras than streams have frames, one more
-queued behind them per ``CAMERAS_PER_QUEUED`` cameras per stream (at least one; a camera is
-active if it submitted within ``ACTIVE_WINDOW_S``). Extra requests only queue frames in
-front of each other: by Little's law every frame in the system adds a frame interval to
-every frame's latency (p95 at 1 camera was about twice the naive loop's with the whole pool in
-flight; at 4 cameras, a second queued request took p95 from 24-28 to 52 ms against the naive
-loop's 31).
-The queued one keeps both streams busy while the next frame is letterboxed and submitted:
-without it the CPU idled 6 % and fps fell to 0.95x the naive loop's. With more cameras the
-naive loop's own latency grows with them (every camera's frame waits behind the others), and
-one queued request still left the CPU 5 % idle at 8 cameras of 768x432 on 2 streams (0.93x
-its fps). There a second queued request, with decodes no longer timed to the streams
-(``TurnClock``: two or more queued), gave 1.05x its fps at p95 52-53 against its 62 ms, and at
-8 cameras of 1080p 1.07x at 64-70 against 77-79 ms (``vidpipe bench``, one run, 2-core Xeon;
-README "Performance").
+Requests in flight are capped by the cameras that have frames (``vidpipe.inflight``): one
+per OpenVINO stream, then requests queued behind them as cameras are added.
 
 The backend owns the input memory and lends it (``InferenceBackend``): the frame is
 letterboxed straight into the OpenVINO request's input tensor or a row of the GPU stream
@@ -64,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from vidpipe import inflight
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import FatalDeviceError, InferenceBackend
 from vidpipe.labels import Labels
@@ -84,21 +71,7 @@ from vidpipe.types import (
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.05
-#: A camera that submitted a frame this recently counts as one with frames (the in-flight cap).
-ACTIVE_WINDOW_S = 1.0
-#: Active cameras per stream for each request queued behind the streams (the in-flight cap;
-#: at least one is queued once more cameras than streams have frames).
-CAMERAS_PER_QUEUED = 2
 _T = TypeVar("_T")
-
-
-def in_flight_cap(active: int, streams: int, pool: int) -> int:
-    """Requests that may be in flight with ``active`` cameras that have frames, ``streams``
-    requests running at once and a pool of ``pool``: one per stream, then one queued per
-    ``CAMERAS_PER_QUEUED`` cameras per stream (at least one), never more than the cameras nor
-    the pool (the module docstring says why)."""
-    queued = max(1, active // (CAMERAS_PER_QUEUED * streams))
-    return min(pool, max(streams, min(active, streams + queued)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,8 +320,9 @@ class Scheduler:
             return self.backend.capacity
         now = time.monotonic()
         self._last_submit[camera] = now
-        active = sum(1 for t in list(self._last_submit.values()) if now - t <= ACTIVE_WINDOW_S)
-        return in_flight_cap(active, self.in_flight_floor, self.backend.capacity)
+        window = inflight.ACTIVE_WINDOW_S
+        active = sum(1 for t in list(self._last_submit.values()) if now - t <= window)
+        return inflight.in_flight_cap(active, self.in_flight_floor, self.backend.capacity)
 
     def _wait_cap(self, camera: str, timeout_s: float) -> bool:
         cap = self._cap = self.in_flight_cap(camera)

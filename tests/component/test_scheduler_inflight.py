@@ -76,14 +76,14 @@ def test_more_cameras_than_streams_queue_one_request_behind_them(assets_dir) -> 
 
 
 def test_a_camera_gone_quiet_no_longer_counts(assets_dir, monkeypatch) -> None:
-    import vidpipe.scheduler as scheduler
+    import vidpipe.inflight as inflight
 
     engine, backend, _ = _engine(assets_dir, OpenVINOConfig())
     try:
         floor = backend.in_flight_floor or 0
         for i in range(backend.capacity):
             engine.in_flight_cap(f"cam{i}")
-        monkeypatch.setattr(scheduler, "ACTIVE_WINDOW_S", 0.0)
+        monkeypatch.setattr(inflight, "ACTIVE_WINDOW_S", 0.0)
         time.sleep(0.01)
         assert engine.in_flight_cap("cam0") == floor
     finally:

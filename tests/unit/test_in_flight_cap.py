@@ -1,11 +1,11 @@
-"""The scheduler's in-flight cap as a rule of cameras, streams and pool (no OpenVINO: the
+"""The in-flight cap as a rule of cameras, streams and pool (no OpenVINO: the
 cap with a real request pool is tested in tests/component/test_scheduler_inflight.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from vidpipe.scheduler import in_flight_cap
+from vidpipe.inflight import in_flight_cap
 
 
 @pytest.mark.parametrize(
