@@ -29,7 +29,10 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-latency": {"hint": "latency"},  # one stream on every core, one request in flight
     "vidpipe-throughput": {"hint": "throughput"},  # the hint auto picks for 2+ cameras, always
     "vidpipe-eager": {"decode_just_in_time": False},  # file cameras decode when their turn frees
-    "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
+    "vidpipe-nolive": {},
+    "vidpipe-xmid": {"decode_just_in_time": False},
+    "vidpipe-xslack": {"decode_just_in_time": False},
+    "vidpipe-xtake": {"decode_just_in_time": False},  # the live view (default on, no viewer) switched off: see below
 }
 #: contender name -> ``http.live`` section overrides.
 VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
@@ -196,13 +199,14 @@ def thread_cpu_s() -> dict[int, float]:
     return out
 
 
+def _python_thread_names() -> dict[int, str]:
+    """Native thread id -> name of each Python thread of this process."""
+    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+
+
 def thread_groups() -> dict[int, str]:
     """Native thread id -> Python thread name with digits folded (``capture-camN``)."""
-    return {
-        t.native_id: re.sub(r"\d+", "N", t.name)
-        for t in threading.enumerate()
-        if t.native_id is not None
-    }
+    return {tid: re.sub(r"\d+", "N", name) for tid, name in _python_thread_names().items()}
 
 
 def thread_cpu_percent(
@@ -221,7 +225,7 @@ def thread_names() -> dict[int, str]:
     """Native thread id -> name of every thread of this process: a Python thread's own name
     (Python 3.11 does not hand it to the OS: such a thread's ``comm`` is its creator's),
     else the OS name (``/proc/self/task/<tid>/comm``: CUDA, torch and other native threads)."""
-    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    names = _python_thread_names()
     for tid in os.listdir("/proc/self/task"):
         if int(tid) not in names:
             try:

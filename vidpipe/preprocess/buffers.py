@@ -72,9 +72,10 @@ class InputBuffer:
             scale, _, _ = letterbox_geometry(image.width, image.height, w, h)
             return Letterbox(scale=scale, src_w=image.width, src_h=image.height)
         self.device = None
-        _, new_w, new_h = letterbox_geometry(image.shape[1], image.shape[0], w, h)
-        lb = letterbox_into(image, self.hwc, pad=self.padded_for != (new_w, new_h))
-        self.padded_for = (new_w, new_h)
+        geometry = letterbox_geometry(image.shape[1], image.shape[0], w, h)
+        new_size = geometry[1:]
+        lb = letterbox_into(image, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
+        self.padded_for = new_size
         if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
             hwc_to_chw_float(self.hwc, self.tensor[0], self.planes)
         return lb

@@ -28,7 +28,11 @@ def letterbox_geometry(src_w: int, src_h: int, dst_w: int, dst_h: int) -> tuple[
 
 
 def letterbox_into(
-    image: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], *, pad: bool = True
+    image: npt.NDArray[np.uint8],
+    dst: npt.NDArray[np.uint8],
+    *,
+    pad: bool = True,
+    geometry: tuple[float, int, int] | None = None,
 ) -> Letterbox:
     """Letterbox ``image`` into the preallocated ``dst`` without allocating.
 
@@ -39,13 +43,17 @@ def letterbox_into(
         pad: False writes only the image region and leaves the bottom and right of ``dst``
             as they are: for a caller that knows they already hold the pad of this geometry
             (``InputBuffer.fill``, whose memory nothing else writes).
+        geometry: ``letterbox_geometry`` of ``image`` into ``dst``, where the caller has it
+            already (``InputBuffer.fill`` needs it to decide on the pad).
 
     Returns:
         The mapping back to ``image`` pixels.
     """
     src_h, src_w = image.shape[:2]
     dst_h, dst_w = dst.shape[:2]
-    scale, new_w, new_h = letterbox_geometry(src_w, src_h, dst_w, dst_h)
+    if geometry is None:
+        geometry = letterbox_geometry(src_w, src_h, dst_w, dst_h)
+    scale, new_w, new_h = geometry
     region = dst[:new_h, :new_w]
     if new_w == src_w and new_h == src_h:
         np.copyto(region, image)
