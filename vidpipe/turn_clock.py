@@ -14,8 +14,9 @@ starts when it is submitted if a stream is free, else when the oldest running on
 and runs for ``service_s`` (a moving average of the runs it saw). From that it forecasts when
 each of the next frames will start running: the in-flight cap takes a frame when a place frees
 (on each completion), and the frame then starts when a stream frees for it. The turn for that
-frame is given ``lead_s`` before its start: the time a decode takes (its moving average plus
-one mean deviation) and a letterbox takes, plus a margin. The model's error only moves when a
+frame is given ``lead_s`` before its start (or, where a decode is cheap, before the cap
+takes it: ``TurnClock._cheap_decode_locked`` says why): the time a decode takes (its moving
+average plus one mean deviation) and a letterbox takes, plus a margin. The model's error only moves when a
 frame is ready: a late forecast idles a stream for the error, an early one lets the frame wait.
 Each completion calls ``on_moved``, so a reader held back wakes and asks again when a request
 ends sooner than forecast. The service time is measured per request, from its start, so a
@@ -42,6 +43,10 @@ _UNTIMED_QUEUED = 2
 # 2-core bench at 4 cameras, 1080p (decode 15 +- 4 ms while two streams infer): 0 kept p95 at
 # 1.35x the naive loop's but lost 2-5 % of its fps, 2 kept the fps and p95 at 1.45x.
 _DEV_K = 1.0
+# A decode (mean + deviation) shorter than this share of the device's frame interval
+# (service / streams) is cheap: its frame is made ready for the place it takes in the cap,
+# not for the stream it then runs on (``TurnClock.due``).
+_CHEAP_DECODE_SHARE = 0.5
 
 
 def _ewma(old: float | None, sample: float) -> float:
@@ -174,16 +179,38 @@ class TurnClock:
                 return now  # nothing measured yet: the hub's count limit alone
             if self._cap - self.streams >= _UNTIMED_QUEUED:
                 return now
-            starts = self._starts_locked(now, self._holding + outstanding + 1)
-            return starts[-1] - self.lead_s
+            n = self._holding + outstanding + 1
+            takes, starts = self._forecast_locked(now, n)
+            ready_by = takes[n - 1] if self._cheap_decode_locked() else starts[-1]
+            return ready_by - self.lead_s
 
-    def _starts_locked(self, now: float, n: int) -> list[float]:
-        """The times at which each of the next ``n`` frames starts running, in order.
+    def _cheap_decode_locked(self) -> bool:
+        """Whether a frame should be ready when the cap takes it rather than when a stream
+        frees for it (with one request queued behind the streams, half a service earlier at
+        2 streams).
 
-        A frame is needed when a stream frees for it, not when the cap takes it: with one
-        request queued behind the streams (more cameras than streams), the cap takes the next
-        frame when a request completes, and a frame ready then waited in the device's queue
-        for the next stream to free, half a service time at 2 streams.
+        Ready for its stream, a frame has no slack: a request that ends sooner than forecast,
+        or a reader woken late on a busy box, idles a stream. At 4 cameras of 768x432 on 2
+        streams (decode 2.3 +- 1.1 ms, a frame every 9 ms) the box idled 4-8 % that way;
+        ready for its place, it waits in the device's queue instead, and vidpipe ran 1.05,
+        1.05 and 0.98x the naive loop's fps against 1.00, 1.00 and 0.92x, at p95 42-47 ms
+        against the loop's 41-47 (``vidpipe bench``, 3 alternated repeats, 2-core EPYC).
+        Where the decode is long (1080p: 14 +- 4 ms against a frame every 12 ms) the early
+        decodes run beside the inferences and slow them: the box was busier (98 % against
+        95) at the same fps, and p95 rose from 60 to 73 ms (the loop's: 50). There the frame
+        is made ready for its stream.
+        """
+        if not self.decode_beside or self.service_s is None or self.decode_s is None:
+            return False
+        interval = self.service_s / self.streams
+        return self.decode_s + self.decode_dev_s < _CHEAP_DECODE_SHARE * interval
+
+    def _forecast_locked(self, now: float, n: int) -> tuple[list[float], list[float]]:
+        """When the cap takes each of the next ``n`` frames, and when each starts running.
+
+        The cap takes the next frame when a request completes; with one request queued
+        behind the streams (more cameras than streams) that frame then waits in the device's
+        queue for the next stream to free, half a service time at 2 streams.
         """
         service = self.service_s or 0.0
         # A request running past the estimate is about to end: now, not in the past.
@@ -205,4 +232,4 @@ class TurnClock:
             start = max(take, heapq.heappop(free))
             starts.append(start)
             heapq.heappush(free, start + service)
-        return starts
+        return takes[:n], starts

@@ -33,9 +33,9 @@ def test_before_anything_is_measured_a_turn_is_due_at_once() -> None:
 
 def test_a_turn_is_given_a_decode_and_letterbox_before_its_request_frees() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     assert clock.service_s == pytest.approx(20 * MS)
-    lead = 5 * MS + 1 * MS + 2 * MS  # decode + letterbox + margin (no spread yet)
+    lead = 8 * MS + 1 * MS + 2 * MS  # decode + letterbox + margin (no spread yet)
     assert clock.lead_s == pytest.approx(lead)
     for key in (2, 3):  # two requests running, started at t=200 and t=210
         clock.taken()
@@ -51,7 +51,7 @@ def test_a_turn_is_given_a_decode_and_letterbox_before_its_request_frees() -> No
 
 def test_a_free_place_in_the_cap_makes_the_turn_due_now() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 300.0, 2)  # one running, the cap of 2 has a free place
     assert clock.due(0, 300.001) < 300.001
     assert clock.due(1, 300.001) == pytest.approx(300.020 - clock.lead_s)
@@ -59,7 +59,7 @@ def test_a_free_place_in_the_cap_makes_the_turn_due_now() -> None:
 
 def test_a_frame_taken_but_not_submitted_comes_before_the_next_turn() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 400.0, 2)  # ends at 400.020
     clock.submitted(3, 400.010, 2)  # ends at 400.030
     before = clock.due(0, 400.011)
@@ -72,7 +72,7 @@ def test_a_frame_taken_but_not_submitted_comes_before_the_next_turn() -> None:
 
 def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     for key in (2, 3, 4):  # cap 3: two run, the third waits in the device's queue
         clock.submitted(key, 500.0, 3)
     # completions forecast at 500.020, 500.020 and 500.040 (the queued one, once started)
@@ -88,7 +88,7 @@ def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None
 
 def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 800.000, 3)  # runs until 800.020
     clock.submitted(3, 800.010, 3)  # runs until 800.030
     clock.submitted(4, 800.012, 3)  # queued: starts at 800.020, on the first stream to free
@@ -99,11 +99,32 @@ def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it(
     assert clock.due(1, 800.013) == pytest.approx(800.040 - clock.lead_s)
 
 
+def test_a_cheap_decode_is_ready_when_the_cap_takes_its_frame() -> None:
+    """A decode under half the device's frame interval: its frame waits in the device's
+    queue rather than leave a stream idle when a request ends early."""
+    clock = TurnClock(2)
+    _measured(clock, service=20 * MS, decode=3 * MS, fill=1 * MS)  # 3 ms against 10
+    clock.submitted(2, 800.000, 3)  # runs until 800.020
+    clock.submitted(3, 800.010, 3)  # runs until 800.030
+    clock.submitted(4, 800.012, 3)  # queued: starts at 800.020
+    # taken at 800.020, when the first request ends (it would run from 800.030)
+    assert clock.due(0, 800.013) == pytest.approx(800.020 - clock.lead_s)
+    assert clock.due(1, 800.013) == pytest.approx(800.030 - clock.lead_s)
+    for _ in range(40):  # the decodes grow past half the interval: timed to the stream
+        clock.decoded(6 * MS)
+    assert clock.due(0, 800.013) == pytest.approx(800.030 - clock.lead_s)
+    latency = TurnClock(2, decode_beside=False)  # inference on every core: never early
+    _measured(latency, service=20 * MS, decode=3 * MS, fill=1 * MS)
+    for key in (2, 3, 4):
+        latency.submitted(key, 800.000 + (key - 2) * 10 * MS, 3)
+    assert latency.due(0, 800.021) == pytest.approx(800.030)
+
+
 def test_with_two_requests_queued_behind_the_streams_turns_are_not_timed() -> None:
     """Many cameras per stream: the cap queues two; a frame decoded early keeps the streams
     busy from the device's queue, so its turn is due at once instead of held back."""
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     for key in (2, 3, 4):  # cap 3: the same forecast as above, turns held back
         clock.submitted(key, 900.0, 3)
     assert clock.due(2, 900.001) == pytest.approx(900.040 - clock.lead_s)
@@ -115,12 +136,12 @@ def test_with_two_requests_queued_behind_the_streams_turns_are_not_timed() -> No
 
 def test_where_inference_takes_every_core_the_turn_waits_for_it_to_end() -> None:
     clock = TurnClock(1, decode_beside=False)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     assert clock.lead_s == 0.0
     clock.submitted(2, 900.000, 1)  # runs until 900.020
     assert clock.due(0, 900.001) == pytest.approx(900.020)  # not a decode earlier
     beside = TurnClock(1)
-    _measured(beside, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(beside, service=20 * MS, decode=8 * MS, fill=1 * MS)
     beside.submitted(2, 900.000, 1)
     assert beside.due(0, 900.001) == pytest.approx(900.020 - beside.lead_s)
     assert beside.lead_s > 5 * MS
@@ -128,7 +149,7 @@ def test_where_inference_takes_every_core_the_turn_waits_for_it_to_end() -> None
 
 def test_a_refused_request_teaches_no_run_time_and_frees_its_stream() -> None:
     clock = TurnClock(1)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 700.0, 2)  # runs
     clock.submitted(3, 700.0, 2)  # queued behind it
     clock.withdrawn(2, 700.001)  # the backend refused it: it never ran
@@ -139,7 +160,7 @@ def test_a_refused_request_teaches_no_run_time_and_frees_its_stream() -> None:
 
 def test_an_idle_gap_does_not_lengthen_the_service_time() -> None:
     clock = TurnClock(2)
-    _measured(clock, service=20 * MS, decode=5 * MS, fill=1 * MS)
+    _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 600.0, 2)
     clock.completed(2, 600.020)
     clock.submitted(3, 605.0, 2)  # nothing ran for five seconds (no frames)
