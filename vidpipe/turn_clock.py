@@ -16,8 +16,9 @@ each of the next frames will start running: the in-flight cap takes a frame when
 (on each completion), and the frame then starts when a stream frees for it. The turn for that
 frame is given ``lead_s`` before its start (or, where a decode is cheap, before the cap
 takes it: ``TurnClock._cheap_decode_locked`` says why): the time a decode takes (its moving
-average plus one mean deviation) and a letterbox takes, plus a margin. The model's error only moves when a
-frame is ready: a late forecast idles a stream for the error, an early one lets the frame wait.
+average plus one mean deviation) and a letterbox takes, plus a margin. The model's error only
+moves when a frame is ready: a late forecast idles a stream for the error, an early one lets
+the frame wait.
 Each completion calls ``on_moved``, so a reader held back wakes and asks again when a request
 ends sooner than forecast. The service time is measured per request, from its start, so a
 starved stream does not lengthen the estimate and push the next turn later still.
