@@ -194,12 +194,14 @@ class TurnClock:
         or a reader woken late on a busy box, idles a stream. At 4 cameras of 768x432 on 2
         streams (decode 2.3 +- 1.1 ms, a frame every 9 ms) the box idled 4-8 % that way;
         ready for its place, it waits in the device's queue instead, and vidpipe ran 1.05,
-        1.05 and 0.98x the naive loop's fps against 1.00, 1.00 and 0.92x, at p95 42-47 ms
-        against the loop's 41-47 (``vidpipe bench``, 3 alternated repeats, 2-core EPYC).
+        1.05 and 0.98x the naive loop's fps against 1.01, 1.00 and 0.92x, at p95 42-47 ms
+        against the loop's 41-47 (``vidpipe bench``, 3 alternated repeats, 2-core EPYC:
+        ``benchmarks/results/ab-4cam-2cpu-epyc-take.*``, where ``vidpipe-xtake`` was every
+        frame made ready for its place).
         Where the decode is long (1080p: 14 +- 4 ms against a frame every 12 ms) the early
         decodes run beside the inferences and slow them: the box was busier (98 % against
-        95) at the same fps, and p95 rose from 60 to 73 ms (the loop's: 50). There the frame
-        is made ready for its stream.
+        95) at the same fps, and p95 rose from 60 to 73 ms (the loop's: 50; a one-off run).
+        There the frame is made ready for its stream.
         """
         if not self.decode_beside or self.service_s is None or self.decode_s is None:
             return False
