@@ -88,6 +88,7 @@ def test_a_request_queued_behind_the_streams_starts_when_one_completes() -> None
 
 def test_a_frame_is_needed_when_a_stream_frees_for_it_not_when_the_cap_takes_it() -> None:
     clock = TurnClock(2)
+    # 8 ms of decode against a frame every 10 ms: not cheap (that case is the next test)
     _measured(clock, service=20 * MS, decode=8 * MS, fill=1 * MS)
     clock.submitted(2, 800.000, 3)  # runs until 800.020
     clock.submitted(3, 800.010, 3)  # runs until 800.030
