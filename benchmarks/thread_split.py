@@ -1,0 +1,97 @@
+"""CPU per frame by thread, the naive loop against vidpipe, on the same clip and cameras.
+
+Each contender runs in a fresh process (alternated, repeated) on looping, unpaced file
+cameras, as in ``python -m benchmarks``; over the window, each thread's CPU time
+is divided by the frames finished. Python threads are grouped by name with digits folded;
+every other thread is ``native``: OpenVINO's inference threads (both contenders decode on
+their own Python threads, FFmpeg with one thread). So the split says whether a difference in
+CPU per frame lies in inference or in the Python pipeline around it::
+
+    python -m benchmarks.thread_split --clip car-detection.mp4 --cameras 4 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.contenders import NaiveRun
+from vidpipe.assets import default_assets_dir
+from vidpipe.bench.common import PointSpec, thread_cpu_s, thread_groups
+from vidpipe.bench.vidpipe_run import VidpipeRun
+
+CONTENDERS: dict[str, Any] = {"naive": NaiveRun, "vidpipe": VidpipeRun}
+
+
+def split_ms_per_frame(spec: PointSpec, warmup_s: float) -> tuple[float, dict[str, float]]:
+    """fps, and CPU ms per finished frame by thread group, of one run of ``spec``."""
+    run = CONTENDERS[spec.contender](spec)
+    run.start()
+    try:
+        time.sleep(warmup_s)
+        before, f0, t0 = thread_cpu_s(), run.frames(), time.monotonic()
+        time.sleep(spec.seconds)
+        after, frames, window = thread_cpu_s(), run.frames() - f0, time.monotonic() - t0
+        names = thread_groups()
+    finally:
+        run.stop()
+        getattr(run, "close", lambda: None)()
+    split: dict[str, float] = {}
+    for tid, cpu in after.items():
+        group = names.get(tid, "native")
+        split[group] = split.get(group, 0.0) + 1000.0 * (cpu - before.get(tid, 0.0))
+    per_frame = {k: v / max(1, frames) for k, v in split.items() if v > 0}
+    return frames / window, dict(sorted(per_frame.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--clip", default="car-detection.mp4", help="a clip of the assets, or a path"
+    )
+    parser.add_argument("--cameras", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=4.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--precision", default="bf16", help="OpenVINO inference precision")
+    parser.add_argument("--only", choices=sorted(CONTENDERS), help="run one, in this process")
+    parser.add_argument("--repeat", type=int, default=0, help="with --only: the repeat's index")
+    args = parser.parse_args()
+    if args.only is None:  # each run in a fresh process, as the harness runs its points
+        for r in range(args.repeats):
+            for contender in CONTENDERS:
+                cmd = [sys.executable, "-m", "benchmarks.thread_split", *sys.argv[1:]]
+                subprocess.run([*cmd, "--only", contender, "--repeat", str(r)], check=True)
+        return
+    assets = default_assets_dir()
+    clip = Path(args.clip) if Path(args.clip).is_file() else assets / "videos" / args.clip
+    spec = PointSpec(
+        contender=args.only,
+        clip=str(clip),
+        clip_name=clip.name,
+        cameras=args.cameras,
+        seconds=args.seconds,
+        warmup_s=args.warmup,
+        precision=args.precision,
+        model=str(assets / "models" / "yolox_nano.onnx"),
+        model_ir="",
+        labels=str(assets / "models" / "coco80.txt"),
+        repeat=args.repeat,
+    )
+    fps, split = split_ms_per_frame(spec, args.warmup)
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in split.items() if v >= 0.005)
+    print(
+        f"repeat {spec.repeat} {spec.contender}: {fps:.1f} fps; CPU ms per frame "
+        f"{sum(split.values()):.2f} = {parts}; load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    os._exit(0)  # the daemon's and OpenVINO's threads need not be waited for again
+
+
+if __name__ == "__main__":
+    main()
