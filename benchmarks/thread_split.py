@@ -3,7 +3,7 @@
 Each contender runs in a fresh process (alternated, repeated) on looping, unpaced file
 cameras, as in ``python -m benchmarks``; over the window, each thread's CPU time
 is divided by the frames finished. Python threads are grouped by name with digits folded;
-every other thread is ``native``: OpenVINO's inference threads (both contenders decode on
+every other thread is ``native (...)``: OpenVINO's inference threads (both contenders decode on
 their own Python threads, FFmpeg with one thread). So the split says whether a difference in
 CPU per frame lies in inference or in the Python pipeline around it::
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks.contenders import NaiveRun
 from vidpipe.assets import default_assets_dir
-from vidpipe.bench.common import PointSpec, thread_cpu_s, thread_groups
+from vidpipe.bench.common import PointSpec, thread_cpu_percent, thread_cpu_s
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
 CONTENDERS: dict[str, Any] = {"naive": NaiveRun, "vidpipe": VidpipeRun}
@@ -37,16 +37,12 @@ def split_ms_per_frame(spec: PointSpec, warmup_s: float) -> tuple[float, dict[st
         before, f0, t0 = thread_cpu_s(), run.frames(), time.monotonic()
         time.sleep(spec.seconds)
         after, frames, window = thread_cpu_s(), run.frames() - f0, time.monotonic() - t0
-        names = thread_groups()
+        percent = thread_cpu_percent(before, after, window)  # % of one core, busiest first
     finally:
         run.stop()
         getattr(run, "close", lambda: None)()
-    split: dict[str, float] = {}
-    for tid, cpu in after.items():
-        group = names.get(tid, "native")
-        split[group] = split.get(group, 0.0) + 1000.0 * (cpu - before.get(tid, 0.0))
-    per_frame = {k: v / max(1, frames) for k, v in split.items() if v > 0}
-    return frames / window, dict(sorted(per_frame.items(), key=lambda kv: -kv[1]))
+    ms_per_frame = 10.0 * window / max(1, frames)  # 1 % of one core over the window
+    return frames / window, {k: v * ms_per_frame for k, v in percent.items() if v > 0}
 
 
 def main() -> None:
