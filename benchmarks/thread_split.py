@@ -5,7 +5,10 @@ cameras, as in ``python -m benchmarks``; over the window, each thread's CPU time
 is divided by the frames finished. Python threads are grouped by name with digits folded;
 every other thread is ``native (...)``: OpenVINO's inference threads (both contenders decode on
 their own Python threads, FFmpeg with one thread). So the split says whether a difference in
-CPU per frame lies in inference or in the Python pipeline around it::
+CPU per frame lies in inference or in the Python pipeline around it. Beside it, each group's
+context switches per frame, voluntary (a thread going to sleep: a wait, a lock, the GIL) and
+involuntary (a thread preempted, mostly by one that woke): every hand-off between threads costs
+some, and on a busy box each wake-up preempts an inference thread::
 
     python -m benchmarks.thread_split --clip car-detection.mp4 --cameras 4 --seconds 10
 """
@@ -22,27 +25,55 @@ from typing import Any
 
 from benchmarks.contenders import NaiveRun
 from vidpipe.assets import default_assets_dir
-from vidpipe.bench.common import PointSpec, thread_cpu_percent, thread_cpu_s
+from vidpipe.bench.common import (
+    PointSpec,
+    thread_cpu_percent,
+    thread_cpu_s,
+    thread_groups,
+    thread_switches,
+)
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
 CONTENDERS: dict[str, Any] = {"naive": NaiveRun, "vidpipe": VidpipeRun}
 
 
-def split_ms_per_frame(spec: PointSpec, warmup_s: float) -> tuple[float, dict[str, float]]:
-    """fps, and CPU ms per finished frame by thread group, of one run of ``spec``."""
+Switches = dict[str, tuple[float, float]]
+
+
+def split_ms_per_frame(
+    spec: PointSpec, warmup_s: float
+) -> tuple[float, dict[str, float], Switches]:
+    """fps, CPU ms per finished frame by thread group, and context switches per finished
+    frame by thread group (voluntary, involuntary), of one run of ``spec``."""
     run = CONTENDERS[spec.contender](spec)
     run.start()
     try:
         time.sleep(warmup_s)
-        before, f0, t0 = thread_cpu_s(), run.frames(), time.monotonic()
+        s0, before, f0, t0 = thread_switches(), thread_cpu_s(), run.frames(), time.monotonic()
         time.sleep(spec.seconds)
         after, frames, window = thread_cpu_s(), run.frames() - f0, time.monotonic() - t0
+        s1 = thread_switches()
         percent = thread_cpu_percent(before, after, window)  # % of one core, busiest first
     finally:
         run.stop()
         getattr(run, "close", lambda: None)()
     ms_per_frame = 10.0 * window / max(1, frames)  # 1 % of one core over the window
-    return frames / window, {k: v * ms_per_frame for k, v in percent.items() if v > 0}
+    split = {k: v * ms_per_frame for k, v in percent.items() if v > 0}
+    return frames / window, split, switches_per_frame(s0, s1, max(1, frames))
+
+
+def switches_per_frame(
+    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], frames: int
+) -> Switches:
+    """Context switches per frame by thread group (grouped as ``thread_cpu_percent`` does)."""
+    names = thread_groups()
+    out: dict[str, tuple[float, float]] = {}
+    for tid, (vol, invol) in after.items():
+        v0, i0 = before.get(tid, (0, 0))
+        group = names.get(tid, "native")
+        v, i = out.get(group, (0.0, 0.0))
+        out[group] = (v + (vol - v0) / frames, i + (invol - i0) / frames)
+    return {k: v for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1])) if sum(v) >= 0.01}
 
 
 def main() -> None:
@@ -79,11 +110,15 @@ def main() -> None:
         labels=str(assets / "models" / "coco80.txt"),
         repeat=args.repeat,
     )
-    fps, split = split_ms_per_frame(spec, args.warmup)
+    fps, split, switches = split_ms_per_frame(spec, args.warmup)
     parts = ", ".join(f"{k} {v:.2f}" for k, v in split.items() if v >= 0.005)
+    total_v, total_i = (sum(vi[j] for vi in switches.values()) for j in (0, 1))
+    per_group = ", ".join(f"{k} {v:.2f}/{i:.2f}" for k, (v, i) in switches.items())
     print(
         f"repeat {spec.repeat} {spec.contender}: {fps:.1f} fps; CPU ms per frame "
-        f"{sum(split.values()):.2f} = {parts}; load average {os.getloadavg()[0]:.1f}",
+        f"{sum(split.values()):.2f} = {parts}; load average {os.getloadavg()[0]:.1f}\n"
+        f"    context switches per frame, voluntary/involuntary: {total_v:.1f}/{total_i:.1f} "
+        f"= {per_group}",
         flush=True,
     )
     os._exit(0)  # the daemon's and OpenVINO's threads need not be waited for again

@@ -427,6 +427,71 @@ def test_build_sinks_names_and_pool_checks(tmp_path: Path) -> None:
     assert [s.name for s in sinks] == ["jsonl:0", "snapshot", "jsonl:2"]
     assert [s.queue_size for s in sinks] == [1024, 4, 1024]
     assert [s.wants_images for s in sinks] == [False, True, False]
+    # the JSON lines sink's default window: one wake-up of its thread per 100 ms, not per frame
+    assert [getattr(s, "batch_window_s", None) for s in sinks] == [0.1, None, 0.1]
     assert not SinkPool([sinks[0], sinks[2]], Metrics()).wants_images
     with pytest.raises(ValueError, match="unique"):
         SinkPool([sinks[0], sinks[0]], Metrics())
+
+
+class RecordingSink:
+    """Records, per handled item, its seq, the handling thread and whether ``gathered`` was
+    already set; ``fail`` makes ``handle`` raise."""
+
+    wants_images = False
+
+    def __init__(self, *, inline: bool = False, batch_window_s: float = 0.0, fail=False) -> None:
+        self.name = "recording"
+        self.queue_size = 100
+        self.inline = inline
+        self.batch_window_s = batch_window_s
+        self.fail = fail
+        self.gathered = threading.Event()
+        self.seen: list[tuple[int, str, bool]] = []
+
+    def handle(self, result: FrameResult) -> None:
+        self.seen.append((result.seq, threading.current_thread().name, self.gathered.is_set()))
+        if self.fail:
+            raise RuntimeError("refused")
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_inline_sink_runs_on_the_submitting_thread_and_is_counted() -> None:
+    metrics = Metrics()
+    ok, failing = RecordingSink(inline=True), RecordingSink(inline=True, fail=True)
+    failing.name = "failing"
+    pool = SinkPool([ok, failing], metrics)
+    pool.start()
+    pool.submit(make_result(0))
+    # handled before submit returned, on this thread; no thread of its own
+    assert ok.seen == [(0, threading.current_thread().name, False)]
+    assert not [t for t in threading.enumerate() if t.name.startswith("sink-")]
+    assert sample(metrics, "vidpipe_sink_written_total", sink="recording") == 1
+    assert sample(metrics, "vidpipe_sink_errors_total", sink="failing") == 1
+    assert pool.close(timeout_s=5) == {"recording": 0, "failing": 0}
+    pool.submit(make_result(1))  # after close: counted as dropped, not handled
+    assert len(ok.seen) == 1
+    assert sample(metrics, "vidpipe_sink_dropped_total", sink="recording", reason="shutdown") == 1
+
+
+def test_a_batch_window_lets_items_gather_before_they_are_handled() -> None:
+    """The first item waits out the window: the ten submitted 0.2 s after it are handled in
+    the same batch, after all were submitted. Without the window the first item would be
+    handled during the pause."""
+    metrics = Metrics()
+    sink = RecordingSink(batch_window_s=1.0)
+    pool = SinkPool([sink], metrics)
+    pool.start()
+    pool.submit(make_result(0))
+    time.sleep(0.2)
+    for seq in range(1, 11):
+        pool.submit(make_result(seq))
+    sink.gathered.set()
+    assert pool.flush(timeout_s=10)
+    assert [s for s, _, _ in sink.seen] == list(range(11))
+    assert all(gathered for _, _, gathered in sink.seen), sink.seen
+    assert {thread for _, thread, _ in sink.seen} == {"sink-recording"}
+    assert sample(metrics, "vidpipe_sink_written_total", sink="recording") == 11
+    assert pool.close(timeout_s=5) == {"recording": 0}

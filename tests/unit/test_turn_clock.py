@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from vidpipe.handoff import FrameHub
+from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.turn_clock import TurnClock
 from vidpipe.types import Frame
 
@@ -271,3 +272,84 @@ def test_only_a_completion_sooner_than_forecast_wakes_the_hub() -> None:
     clock.taken()
     clock.released()  # a taken frame dropped: its place goes to the next turn, sooner
     assert len(woken) == 3
+
+
+class _CountingCondition(threading.Condition):
+    """A box's condition that counts its reader's waits (each one a sleep and a wake-up)."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def _counted(hub: FrameHub, name: str) -> tuple[Mailbox, _CountingCondition]:
+    box = hub.add(name, "block", lambda _f: None)
+    box._changed = counting = _CountingCondition(hub.lock)
+    return box, counting
+
+
+def _wait_until(predicate: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5.0
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_reader_is_woken_only_when_its_turn_can_be_given() -> None:
+    """Limit 1. ``a``'s reader waits with its frame still in the box, ``b``'s waits in line
+    for the turn. Taking ``a``'s frame lines ``a`` up behind ``b`` without waking it, and
+    giving ``b`` the turn wakes nobody else (the limit is reached); ``a`` wakes once, when
+    ``b``'s frame is taken. (Woken to line up and after each turn given, it slept 3 times.)"""
+    hub, stop = FrameHub(), threading.Event()
+    hub.set_ahead_limit(1)
+    a, a_waits = _counted(hub, "a")
+    b, b_waits = _counted(hub, "b")
+    assert a.wait_empty(stop)
+    assert a.put(_frame(0), stop)
+    a_got: list[bool] = []
+    a_reader = threading.Thread(target=lambda: a_got.append(a.wait_empty(stop, poll_s=30.0)))
+    a_reader.start()
+    _wait_until(lambda: a_waits.waits == 1)  # asleep: its frame is still in the box
+    b_got: list[bool] = []
+    b_reader = threading.Thread(target=lambda: b_got.append(b.wait_empty(stop, poll_s=30.0)))
+    b_reader.start()
+    _wait_until(lambda: b_waits.waits == 1)  # in line: a's frame holds the one turn
+    assert hub.take(0.1) is not None  # a's frame: b gets the turn, a is lined up behind it
+    b_reader.join(5.0)
+    assert b_got == [True]
+    assert a_got == [] and a_waits.waits == 1
+    assert b.put(_frame(1), stop)
+    assert hub.take(0.1) is not None  # b's frame: the turn is a's now
+    a_reader.join(5.0)
+    assert a_got == [True]
+    assert a_waits.waits == 1
+
+
+def test_a_completion_that_moves_the_turn_later_wakes_nobody() -> None:
+    hub, clock = FrameHub(), _FixedClock()
+    hub.set_ahead_limit(2)
+    hub.set_turn_clock(clock)
+    box, waits = _counted(hub, "cam")
+    clock.at = time.monotonic() + 60.0
+    got: list[bool] = []
+    reader = threading.Thread(
+        target=lambda: got.append(box.wait_empty(threading.Event(), poll_s=30.0))
+    )
+    reader.start()
+    _wait_until(lambda: waits.waits == 1)
+    assert clock.on_moved is not None
+    clock.at += 5.0  # later: the reader would only ask again and sleep
+    clock.on_moved()
+    clock.at -= 5.0 + 0.0001  # sooner, by less than a switch is worth
+    clock.on_moved()
+    time.sleep(0.1)
+    assert waits.waits == 1 and not got
+    clock.at = 0.0  # due now: woken
+    clock.on_moved()
+    reader.join(5.0)
+    assert got == [True]
+    assert waits.waits == 1

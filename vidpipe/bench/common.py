@@ -196,6 +196,24 @@ def thread_cpu_s() -> dict[int, float]:
     return out
 
 
+def thread_switches() -> dict[int, tuple[int, int]]:
+    """Context switches of every thread of this process, by native thread id: (voluntary,
+    involuntary). A voluntary one is a thread going to sleep (a wait, a lock, the GIL), an
+    involuntary one a thread preempted (on a busy box, by a thread that woke)."""
+    out: dict[int, tuple[int, int]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue  # the thread ended
+        out[int(tid)] = (
+            int(fields["voluntary_ctxt_switches"]),
+            int(fields["nonvoluntary_ctxt_switches"]),
+        )
+    return out
+
+
 def _python_thread_names() -> dict[int, str]:
     """Native thread id -> name of each Python thread of this process."""
     return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}

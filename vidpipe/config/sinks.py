@@ -35,6 +35,12 @@ class JsonlSinkConfig(SinkConfigBase):
     path: Path = Field(description="output file (appended)")
     only_with_detections: bool = Field(False, description="skip frames with no detections")
     queue_size: int = Field(1024, ge=1, description="bounded queue; oldest dropped when full")
+    batch_window_ms: int = Field(
+        100,
+        ge=0,
+        le=10_000,
+        description="write what gathered in this window at once (0: every line at once)",
+    )
 
 
 @SINKS.config("snapshot")

@@ -80,7 +80,11 @@ def register_sink(*types: str) -> Callable[[SinkFactory[_C]], SinkFactory[_C]]:
 @register_sink("jsonl")
 def _jsonl(name: str, cfg: JsonlSinkConfig, ctx: SinkContext) -> Sink:
     return JsonlSink(
-        name, cfg.path, only_with_detections=cfg.only_with_detections, queue_size=cfg.queue_size
+        name,
+        cfg.path,
+        only_with_detections=cfg.only_with_detections,
+        queue_size=cfg.queue_size,
+        batch_window_s=cfg.batch_window_ms / 1000.0,
     )
 
 

@@ -4,6 +4,18 @@
 own bounded queue whose drop policy is *drop oldest* (the newest result is the most useful one
 to an operator), and every drop is counted. A slow, stalled or failing sink therefore costs the
 pipeline nothing but the items that sink drops.
+
+Two ways to cost fewer thread wake-ups, each a context switch and a trip through the GIL that
+also preempts an inference thread on a busy box (at 4 cameras of 768x432 on 2 cores the
+daemon's threads slept and woke about 27 times per frame, the naive loop's once;
+``python -m benchmarks.thread_split`` counts them per thread):
+
+* an ``inline`` sink (the live view: ``handle`` only swaps a reference) runs on the submitting
+  thread and has no thread or queue of its own;
+* a sink with a ``batch_window_s`` (JSON lines) is woken by its first waiting item, lets the
+  window pass, then handles everything that gathered: one wake-up per window, not per frame.
+  A frame's own timestamps and ``latency_ms`` are taken before it is queued, so the window
+  delays the write, not what it says.
 """
 
 from __future__ import annotations
@@ -38,6 +50,12 @@ class Sink(Protocol):
         wants_images: whether ``handle`` needs ``FrameResult.image`` (the daemon attaches the
             frame only when some sink wants it).
         queue_size: capacity of the sink's queue in the pool.
+
+    Optional attributes (read with ``getattr``):
+        inline: ``handle`` takes microseconds and never blocks: run it on the submitting
+            thread, without a queue (default False).
+        batch_window_s: after the first item arrives, wait this long and then handle every item
+            that gathered (default 0: each item as soon as it arrives).
     """
 
     name: str
@@ -104,15 +122,23 @@ class _SinkWorker:
         self._delay = metrics.sink_delay.labels(sink=name)
         self.counts = {"written": 0, "errors": 0, "dropped": 0}  # for the shutdown summary
         self._error_log = _ErrorLog(name, error_log_interval_s)
+        self.inline = bool(getattr(sink, "inline", False))
+        self._window_s = float(getattr(sink, "batch_window_s", 0.0))
 
     def start(self) -> None:
+        if self.inline:
+            return  # handled on the submitting thread
         self._thread = threading.Thread(
             target=self._run, name=f"sink-{self.sink.name}", daemon=True
         )
         self._thread.start()
 
     def put(self, item: FrameResult) -> None:
-        """Enqueue without blocking; drop the oldest item when the queue is full."""
+        """Enqueue without blocking; drop the oldest item when the queue is full. An inline
+        sink handles the item here instead."""
+        if self.inline and not self._stop.is_set():
+            self._handle(item)
+            return
         with self._not_empty:
             stopped = self._stop.is_set()
             full = not stopped and len(self._items) >= self.sink.queue_size
@@ -121,7 +147,8 @@ class _SinkWorker:
             if not stopped:
                 self._items.append(item)
                 self._depth.set(len(self._items))
-                self._not_empty.notify()
+                if len(self._items) == 1:  # the worker waits only on an empty queue
+                    self._not_empty.notify()
         if stopped:
             self._dropped_shutdown.inc()
         elif full:
@@ -129,37 +156,49 @@ class _SinkWorker:
         if stopped or full:
             self.counts["dropped"] += 1
 
-    def _next(self) -> FrameResult | None:
-        """The next item, or None once stopping (queued items are then left for ``close``)."""
+    def _next(self) -> list[FrameResult] | None:
+        """The next item, or with a batch window every item that gathered in it; None once
+        stopping (queued items are then left for ``close``)."""
         with self._not_empty:
             while not self._items and not self._stop.is_set():
                 self._not_empty.wait(timeout=_POLL_S)
+        if self._window_s > 0:
+            self._stop.wait(self._window_s)  # let a batch gather; a stop cuts it short
+        with self._not_empty:
             if self._stop.is_set():
                 return None
             self._busy = True
-            item = self._items.popleft()
+            if self._window_s > 0:
+                items = list(self._items)
+                self._items.clear()
+            else:
+                items = [self._items.popleft()]
             self._depth.set(len(self._items))
-            return item
+            return items
 
     def _run(self) -> None:
-        while (item := self._next()) is not None:
-            try:
-                self.sink.handle(item)
-            except Exception as exc:  # one bad item must not end the worker
-                self._errors.inc()
-                self.counts["errors"] += 1
-                message = self._error_log.failed()
-                if message is not None:
-                    logger.error("%s: %s: %s", message, type(exc).__name__, exc, exc_info=True)
-            else:
-                self._written.inc()
-                self.counts["written"] += 1
-                self._delay.observe(time.monotonic() - item.t_done)
-                self._error_log.succeeded()
-            finally:
-                with self._idle:
-                    self._busy = False
-                    self._idle.notify_all()
+        while (items := self._next()) is not None:
+            for item in items:
+                self._handle(item)
+            with self._idle:
+                self._busy = False
+                self._idle.notify_all()
+
+    def _handle(self, item: FrameResult) -> None:
+        """``sink.handle(item)``, counted; an exception is counted and logged, never raised."""
+        try:
+            self.sink.handle(item)
+        except Exception as exc:  # one bad item must not end the worker
+            self._errors.inc()
+            self.counts["errors"] += 1
+            message = self._error_log.failed()
+            if message is not None:
+                logger.error("%s: %s: %s", message, type(exc).__name__, exc, exc_info=True)
+        else:
+            self._written.inc()
+            self.counts["written"] += 1
+            self._delay.observe(time.monotonic() - item.t_done)
+            self._error_log.succeeded()
 
     def wait_idle(self, deadline: float) -> bool:
         """Wait until the queue is empty and no handle() runs; False at ``deadline``."""

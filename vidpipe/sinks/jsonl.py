@@ -63,15 +63,24 @@ class JsonlSink:
         path: the output file; parent directories are created.
         only_with_detections: skip frames without detections.
         queue_size: capacity of the sink's queue in the pool.
+        batch_window_s: the pool lets lines gather this long before writing them (one wake-up
+            of the sink's thread per window instead of one per frame; ``SinkPool``).
     """
 
     wants_images = False
 
     def __init__(
-        self, name: str, path: Path, *, only_with_detections: bool = False, queue_size: int = 1024
+        self,
+        name: str,
+        path: Path,
+        *,
+        only_with_detections: bool = False,
+        queue_size: int = 1024,
+        batch_window_s: float = 0.0,
     ) -> None:
         self.name = name
         self.queue_size = queue_size
+        self.batch_window_s = batch_window_s
         self._path = Path(path)
         self._only_with_detections = only_with_detections
         self._fd: int | None = None

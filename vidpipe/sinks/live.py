@@ -64,10 +64,11 @@ class LiveView:
         overlay: ``overlay(camera, image)`` drawing more onto the annotated copy (the daemon
             passes a camera's zones and lines, ``CameraScene.draw``), or None.
         name: the sink name (metric label).
-        queue_size: capacity of the sink's queue in the pool; ``handle`` is O(1), so small.
+        queue_size: the ``Sink`` protocol's; unused, the live view is ``inline``.
     """
 
     wants_images = True
+    inline = True  # ``handle`` is a reference swap: run on the submitting thread (``SinkPool``)
 
     def __init__(
         self,
