@@ -52,14 +52,14 @@ def split_ms_per_frame(
         s0, before, f0, t0 = thread_switches(), thread_cpu_s(), run.frames(), time.monotonic()
         time.sleep(spec.seconds)
         after, frames, window = thread_cpu_s(), run.frames() - f0, time.monotonic() - t0
-        s1 = thread_switches()
+        switches = switches_per_frame(s0, thread_switches(), max(1, frames))
         percent = thread_cpu_percent(before, after, window)  # % of one core, busiest first
-    finally:
+    finally:  # the names above were read while the threads were alive
         run.stop()
         getattr(run, "close", lambda: None)()
     ms_per_frame = 10.0 * window / max(1, frames)  # 1 % of one core over the window
     split = {k: v * ms_per_frame for k, v in percent.items() if v > 0}
-    return frames / window, split, switches_per_frame(s0, s1, max(1, frames))
+    return frames / window, split, switches
 
 
 def switches_per_frame(
