@@ -495,3 +495,19 @@ def test_a_batch_window_lets_items_gather_before_they_are_handled() -> None:
     assert {thread for _, thread, _ in sink.seen} == {"sink-recording"}
     assert sample(metrics, "vidpipe_sink_written_total", sink="recording") == 11
     assert pool.close(timeout_s=5) == {"recording": 0}
+
+
+def test_a_half_full_queue_ends_the_batch_window_early() -> None:
+    """A 60 s window on a queue of 4: the second item (half full) ends the wait, so a small
+    queue never overflows while its window runs."""
+    metrics = Metrics()
+    sink = RecordingSink(batch_window_s=60.0)
+    sink.queue_size = 4
+    pool = SinkPool([sink], metrics)
+    pool.start()
+    pool.submit(make_result(0))
+    pool.submit(make_result(1))
+    assert pool.flush(timeout_s=5)
+    assert [s for s, _, _ in sink.seen] == [0, 1]
+    assert sample(metrics, "vidpipe_sink_dropped_total", sink="recording", reason="queue_full") == 0
+    assert pool.close(timeout_s=5) == {"recording": 0}

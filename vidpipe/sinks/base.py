@@ -13,7 +13,8 @@ daemon's threads slept and woke about 27 times per frame, the naive loop's once;
 * an ``inline`` sink (the live view: ``handle`` only swaps a reference) runs on the submitting
   thread and has no thread or queue of its own;
 * a sink with a ``batch_window_s`` (JSON lines) is woken by its first waiting item, lets the
-  window pass, then handles everything that gathered: one wake-up per window, not per frame.
+  window pass (or less, once its queue is half full), then handles everything that gathered:
+  one wake-up per window, not per frame.
   A frame's own timestamps and ``latency_ms`` are taken before it is queued, so the window
   delays the write, not what it says.
 """
@@ -124,6 +125,9 @@ class _SinkWorker:
         self._error_log = _ErrorLog(name, error_log_interval_s)
         self.inline = bool(getattr(sink, "inline", False))
         self._window_s = float(getattr(sink, "batch_window_s", 0.0))
+        # a window ends early once the queue is half full: a small queue must not overflow
+        # while it waits
+        self._flush_at = max(1, sink.queue_size // 2)
 
     def start(self) -> None:
         if self.inline:
@@ -147,7 +151,7 @@ class _SinkWorker:
             if not stopped:
                 self._items.append(item)
                 self._depth.set(len(self._items))
-                if len(self._items) == 1:  # the worker waits only on an empty queue
+                if len(self._items) in (1, self._flush_at):  # see ``_next``
                     self._not_empty.notify()
         if stopped:
             self._dropped_shutdown.inc()
@@ -162,9 +166,12 @@ class _SinkWorker:
         with self._not_empty:
             while not self._items and not self._stop.is_set():
                 self._not_empty.wait(timeout=_POLL_S)
-        if self._window_s > 0:
-            self._stop.wait(self._window_s)  # let a batch gather; a stop cuts it short
-        with self._not_empty:
+            deadline = time.monotonic() + self._window_s
+            while len(self._items) < self._flush_at and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._not_empty.wait(left)  # a batch gathers; stop or a half-full queue ends it
             if self._stop.is_set():
                 return None
             self._busy = True
