@@ -7,7 +7,7 @@ pipeline nothing but the items that sink drops.
 
 Two ways to cost fewer thread wake-ups, each a context switch and a trip through the GIL that
 also preempts an inference thread on a busy box (at 4 cameras of 768x432 on 2 cores the
-daemon's threads slept and woke about 27 times per frame, the naive loop's once;
+daemon's threads slept and woke about 26 times per frame, the naive loop's once;
 ``python -m benchmarks.thread_split`` counts them per thread):
 
 * an ``inline`` sink (the live view: ``handle`` only swaps a reference) runs on the submitting
