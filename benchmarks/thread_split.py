@@ -27,9 +27,9 @@ from benchmarks.contenders import NaiveRun
 from vidpipe.assets import default_assets_dir
 from vidpipe.bench.common import (
     PointSpec,
+    group_deltas,
     thread_cpu_percent,
     thread_cpu_s,
-    thread_groups,
     thread_switches,
 )
 from vidpipe.bench.vidpipe_run import VidpipeRun
@@ -52,28 +52,21 @@ def split_ms_per_frame(
         s0, before, f0, t0 = thread_switches(), thread_cpu_s(), run.frames(), time.monotonic()
         time.sleep(spec.seconds)
         after, frames, window = thread_cpu_s(), run.frames() - f0, time.monotonic() - t0
-        switches = switches_per_frame(s0, thread_switches(), max(1, frames))
+        s1 = thread_switches()
+        voluntary, involuntary = (group_deltas(b, a) for b, a in zip(s0, s1, strict=True))
         percent = thread_cpu_percent(before, after, window)  # % of one core, busiest first
     finally:  # the names above were read while the threads were alive
         run.stop()
         getattr(run, "close", lambda: None)()
-    ms_per_frame = 10.0 * window / max(1, frames)  # 1 % of one core over the window
+    n = max(1, frames)
+    ms_per_frame = 10.0 * window / n  # 1 % of one core over the window
     split = {k: v * ms_per_frame for k, v in percent.items() if v > 0}
+    switches = {
+        k: (v / n, involuntary.get(k, 0.0) / n)
+        for k, v in voluntary.items()
+        if v + involuntary.get(k, 0.0) >= 0.01 * n
+    }
     return frames / window, split, switches
-
-
-def switches_per_frame(
-    before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], frames: int
-) -> Switches:
-    """Context switches per frame by thread group (grouped as ``thread_cpu_percent`` does)."""
-    names = thread_groups()
-    out: dict[str, tuple[float, float]] = {}
-    for tid, (vol, invol) in after.items():
-        v0, i0 = before.get(tid, (0, 0))
-        group = names.get(tid, "native")
-        v, i = out.get(group, (0.0, 0.0))
-        out[group] = (v + (vol - v0) / frames, i + (invol - i0) / frames)
-    return {k: v for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1])) if sum(v) >= 0.01}
 
 
 def main() -> None:

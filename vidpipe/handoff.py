@@ -230,7 +230,7 @@ class FrameHub:
             return False
         now = time.monotonic()
         self._due = 0.0  # 0: not held back by the clock
-        out = sum(b._holds_turn_locked(now) for b in self._boxes)
+        out = self._outstanding_locked(now)
         if out >= self._ahead_limit:
             return False
         if self._turn_clock is not None:
@@ -243,6 +243,10 @@ class FrameHub:
         if out + 1 < self._ahead_limit:  # the limit allows the next one in line as well
             self._wake_next_locked()
         return True
+
+    def _outstanding_locked(self, now: float) -> int:
+        """Turns out: block cameras decoding or holding a decoded frame."""
+        return sum(b._holds_turn_locked(now) for b in self._boxes)
 
     def _wait_s_locked(self, box: Mailbox, poll_s: float) -> float:
         """How long ``box``'s reader sleeps before asking again: until its turn is due if the
@@ -262,8 +266,7 @@ class FrameHub:
             if not self._due or clock is None:
                 return
             now = time.monotonic()
-            out = sum(b._holds_turn_locked(now) for b in self._boxes)
-            if clock.due(out, now) < self._due - _MOVED_EARLIER_S:
+            if clock.due(self._outstanding_locked(now), now) < self._due - _MOVED_EARLIER_S:
                 self._wake_next_locked()
 
     def _forget_turn_locked(self, box: Mailbox) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from tests.component.capture_rig import wait_until
 from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.turn_clock import TurnClock
 from vidpipe.types import Frame
@@ -292,13 +292,6 @@ def _counted(hub: FrameHub, name: str) -> tuple[Mailbox, _CountingCondition]:
     return box, counting
 
 
-def _wait_until(predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5.0
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
 def test_a_reader_is_woken_only_when_its_turn_can_be_given() -> None:
     """Limit 1. ``a``'s reader waits with its frame still in the box, ``b``'s waits in line
     for the turn. Taking ``a``'s frame lines ``a`` up behind ``b`` without waking it, and
@@ -313,11 +306,11 @@ def test_a_reader_is_woken_only_when_its_turn_can_be_given() -> None:
     a_got: list[bool] = []
     a_reader = threading.Thread(target=lambda: a_got.append(a.wait_empty(stop, poll_s=30.0)))
     a_reader.start()
-    _wait_until(lambda: a_waits.waits == 1)  # asleep: its frame is still in the box
+    wait_until(lambda: a_waits.waits == 1, 5.0, "a asleep with its frame in the box")
     b_got: list[bool] = []
     b_reader = threading.Thread(target=lambda: b_got.append(b.wait_empty(stop, poll_s=30.0)))
     b_reader.start()
-    _wait_until(lambda: b_waits.waits == 1)  # in line: a's frame holds the one turn
+    wait_until(lambda: b_waits.waits == 1, 5.0, "b in line behind the turn a's frame holds")
     assert hub.take(0.1) is not None  # a's frame: b gets the turn, a is lined up behind it
     b_reader.join(5.0)
     assert b_got == [True]
@@ -340,7 +333,7 @@ def test_a_completion_that_moves_the_turn_later_wakes_nobody() -> None:
         target=lambda: got.append(box.wait_empty(threading.Event(), poll_s=30.0))
     )
     reader.start()
-    _wait_until(lambda: waits.waits == 1)
+    wait_until(lambda: waits.waits == 1, 5.0, "the reader held back")
     assert clock.on_moved is not None
     clock.at += 5.0  # later: the reader would only ask again and sleep
     clock.on_moved()

@@ -196,22 +196,21 @@ def thread_cpu_s() -> dict[int, float]:
     return out
 
 
-def thread_switches() -> dict[int, tuple[int, int]]:
-    """Context switches of every thread of this process, by native thread id: (voluntary,
-    involuntary). A voluntary one is a thread going to sleep (a wait, a lock, the GIL), an
-    involuntary one a thread preempted (on a busy box, by a thread that woke)."""
-    out: dict[int, tuple[int, int]] = {}
+def thread_switches() -> tuple[dict[int, float], dict[int, float]]:
+    """Context switches of every thread of this process, by native thread id: voluntary ones
+    (a thread going to sleep: a wait, a lock, the GIL) and involuntary ones (a thread
+    preempted, on a busy box by a thread that woke)."""
+    voluntary: dict[int, float] = {}
+    involuntary: dict[int, float] = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/status") as f:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue  # the thread ended
-        out[int(tid)] = (
-            int(fields["voluntary_ctxt_switches"]),
-            int(fields["nonvoluntary_ctxt_switches"]),
-        )
-    return out
+        voluntary[int(tid)] = int(fields["voluntary_ctxt_switches"])
+        involuntary[int(tid)] = int(fields["nonvoluntary_ctxt_switches"])
+    return voluntary, involuntary
 
 
 def _python_thread_names() -> dict[int, str]:
@@ -224,16 +223,22 @@ def thread_groups() -> dict[int, str]:
     return {tid: re.sub(r"\d+", "N", name) for tid, name in _python_thread_names().items()}
 
 
+def group_deltas(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """How much a per-thread count grew between two samples, summed per Python thread group
+    (``thread_groups``); every other thread is native. Largest first."""
+    names = thread_groups()
+    out: dict[str, float] = {}
+    for tid, value in after.items():
+        group = names.get(tid, "native (OpenVINO, FFmpeg, ...)")
+        out[group] = out.get(group, 0.0) + value - before.get(tid, 0.0)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def thread_cpu_percent(
     before: dict[int, float], after: dict[int, float], window_s: float
 ) -> dict[str, float]:
     """CPU % of one core per Python thread group over a window; other threads are native."""
-    names = thread_groups()
-    out: dict[str, float] = {}
-    for tid, cpu in after.items():
-        group = names.get(tid, "native (OpenVINO, FFmpeg, ...)")
-        out[group] = out.get(group, 0.0) + 100.0 * (cpu - before.get(tid, 0.0)) / window_s
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    return {k: 100.0 * v / window_s for k, v in group_deltas(before, after).items()}
 
 
 def thread_names() -> dict[int, str]:
