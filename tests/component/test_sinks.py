@@ -511,3 +511,22 @@ def test_a_half_full_queue_ends_the_batch_window_early() -> None:
     assert [s for s, _, _ in sink.seen] == [0, 1]
     assert sample(metrics, "vidpipe_sink_dropped_total", sink="recording", reason="queue_full") == 0
     assert pool.close(timeout_s=5) == {"recording": 0}
+
+
+def test_items_gathered_in_a_batch_window_wait_in_the_queue_and_count_at_shutdown() -> None:
+    """A stalled sink with a batch window holds one item in hand, as without the window: the
+    rest stay queued and are counted as left unwritten when the pool closes, not lost."""
+    metrics = Metrics()
+    stalled = StalledSink(queue_size=8)
+    stalled.batch_window_s = 0.2  # type: ignore[attr-defined]
+    pool = SinkPool([stalled], metrics)
+    pool.start()
+    try:
+        for seq in range(5):
+            pool.submit(make_result(seq))
+        assert stalled.entered.wait(timeout=5)
+        assert sample(metrics, "vidpipe_sink_queue_depth", sink="stalled") == 4
+        assert pool.close(timeout_s=0.3) == {"stalled": 4}
+        assert sample(metrics, "vidpipe_sink_dropped_total", sink="stalled", reason="shutdown") == 4
+    finally:
+        stalled.release.set()

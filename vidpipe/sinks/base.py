@@ -13,8 +13,9 @@ daemon's threads slept and woke about 26 times per frame, the naive loop's once;
 * an ``inline`` sink (the live view: ``handle`` only swaps a reference) runs on the submitting
   thread and has no thread or queue of its own;
 * a sink with a ``batch_window_s`` (JSON lines) is woken by its first waiting item, lets the
-  window pass (or less, once its queue is half full), then handles everything that gathered:
-  one wake-up per window, not per frame.
+  window pass (or less, once its queue is half full), then handles everything that gathered
+  before it sleeps again: one wake-up per window, not per frame. The items wait in the queue,
+  not in the worker's hands, so drops and shutdown leftovers are counted as without it.
   A frame's own timestamps and ``latency_ms`` are taken before it is queued, so the window
   delays the write, not what it says.
 """
@@ -160,33 +161,39 @@ class _SinkWorker:
         if stopped or full:
             self.counts["dropped"] += 1
 
-    def _next(self) -> list[FrameResult] | None:
-        """The next item, or with a batch window every item that gathered in it; None once
-        stopping (queued items are then left for ``close``)."""
+    def _next(self) -> FrameResult | None:
+        """The next item, or None once stopping (queued items are then left for ``close``).
+
+        With a batch window, a worker that found its queue empty lets the window pass after
+        the first item arrives; the items that gathered are then handled one after another
+        without waiting. They stay in the queue until their turn, so a stalled sink still
+        holds one item in hand, drops its oldest when full, and counts what is left at
+        shutdown.
+        """
         with self._not_empty:
-            while not self._items and not self._stop.is_set():
-                self._not_empty.wait(timeout=_POLL_S)
-            deadline = time.monotonic() + self._window_s
-            while len(self._items) < self._flush_at and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._not_empty.wait(left)  # a batch gathers; stop or a half-full queue ends it
+            if not self._items:
+                while not self._items and not self._stop.is_set():
+                    self._not_empty.wait(timeout=_POLL_S)
+                self._gather_locked()
             if self._stop.is_set():
                 return None
             self._busy = True
-            if self._window_s > 0:
-                items = list(self._items)
-                self._items.clear()
-            else:
-                items = [self._items.popleft()]
+            item = self._items.popleft()
             self._depth.set(len(self._items))
-            return items
+            return item
+
+    def _gather_locked(self) -> None:
+        """Wait out the batch window; a stop or a half-full queue ends it early."""
+        deadline = time.monotonic() + self._window_s
+        while len(self._items) < self._flush_at and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._not_empty.wait(left)
 
     def _run(self) -> None:
-        while (items := self._next()) is not None:
-            for item in items:
-                self._handle(item)
+        while (item := self._next()) is not None:
+            self._handle(item)
             with self._idle:
                 self._busy = False
                 self._idle.notify_all()
