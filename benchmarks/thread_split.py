@@ -26,6 +26,7 @@ from typing import Any
 from benchmarks.contenders import NaiveRun
 from vidpipe.assets import default_assets_dir
 from vidpipe.bench.common import (
+    VIDPIPE_VARIANTS,
     PointSpec,
     group_deltas,
     thread_cpu_percent,
@@ -34,7 +35,12 @@ from vidpipe.bench.common import (
 )
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
-CONTENDERS: dict[str, Any] = {"naive": NaiveRun, "vidpipe": VidpipeRun}
+#: the naive loop, vidpipe, and vidpipe's A/B variants (``vidpipe-ppthread``, ...)
+CONTENDERS: dict[str, Any] = {
+    "naive": NaiveRun,
+    "vidpipe": VidpipeRun,
+    **dict.fromkeys(VIDPIPE_VARIANTS, VidpipeRun),
+}
 
 
 Switches = dict[str, tuple[float, float]]
@@ -79,12 +85,21 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--precision", default="bf16", help="OpenVINO inference precision")
+    parser.add_argument(
+        "--contenders",
+        default="naive,vidpipe",
+        help=f"comma-separated, run alternated; of {', '.join(CONTENDERS)}",
+    )
     parser.add_argument("--only", choices=sorted(CONTENDERS), help="run one, in this process")
     parser.add_argument("--repeat", type=int, default=0, help="with --only: the repeat's index")
     args = parser.parse_args()
     if args.only is None:  # each run in a fresh process, as the harness runs its points
+        contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+        unknown = [c for c in contenders if c not in CONTENDERS]
+        if unknown or not contenders:
+            parser.error(f"--contenders: unknown {unknown or 'none given'}; of {list(CONTENDERS)}")
         for r in range(args.repeats):
-            for contender in CONTENDERS:
+            for contender in contenders:
                 cmd = [sys.executable, "-m", "benchmarks.thread_split", *sys.argv[1:]]
                 subprocess.run([*cmd, "--only", contender, "--repeat", str(r)], check=True)
         return

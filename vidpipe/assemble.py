@@ -167,6 +167,8 @@ def build_scheduler(
         keep_images=keep_images,
         on_fatal=on_fatal,
         time_turns=isinstance(cfg.inference, OpenVINOConfig) and cfg.inference.decode_just_in_time,
+        completions_on_scheduler=isinstance(cfg.inference, OpenVINOConfig)
+        and cfg.inference.postprocess_on_scheduler,
     )
     for name, rules in plan.rules.items():
         scheduler.set_rules(name, rules)

@@ -159,6 +159,8 @@ class FrameHub:
         self._queue: deque[Mailbox] = deque()  # block readers waiting for a turn, in order
         self._turn_clock: TurnClock | None = None
         self._due = 0.0  # the turn clock's time for the first reader in line
+        self._taking = False  # the scheduler waits in ``take``
+        self._nudged = False  # ``take`` returns at once
 
     def set_ahead_limit(self, limit: int | None) -> None:
         """At most ``limit`` block cameras decode or hold a decoded frame at once (None: no
@@ -195,12 +197,27 @@ class FrameHub:
             self.ready.notify_all()
 
     def take(self, timeout_s: float) -> Frame | None:
-        """Next frame in round-robin order, waiting up to ``timeout_s``; None on timeout."""
+        """Next frame in round-robin order, waiting up to ``timeout_s``; None on timeout, or
+        at once if ``nudge`` was called since the last ``take``."""
         with self.lock:
             frame = self._take_locked()
-            if frame is None and self.ready.wait(timeout_s):
-                frame = self._take_locked()
+            if frame is None and not self._nudged:
+                self._taking = True
+                try:
+                    if self.ready.wait(timeout_s):
+                        frame = self._take_locked()
+                finally:
+                    self._taking = False
+            self._nudged = False
             return frame
+
+    def nudge(self) -> None:
+        """End the scheduler's wait in ``take`` (or its next one): it has other work, a
+        completion to postprocess (``vidpipe.completions``). Any thread."""
+        with self.lock:
+            self._nudged = True
+            if self._taking:
+                self.ready.notify()
 
     def _take_locked(self) -> Frame | None:
         n = len(self._boxes)

@@ -5,8 +5,9 @@ Threads and hand-offs::
     scheduler thread:  hub.take() (round-robin) -> backend.lend() (a free slot's own input
                        memory) -> letterbox into it -> in-flight cap -> age check
                        -> backend.submit()
-    backend thread:    completion callback: outputs copied, Completion queued
-    postprocess thread: decode + NMS + filters -> FrameResult -> on_result (the sink pool)
+    backend thread:    completion callback: outputs copied, Completion queued (inbox)
+    scheduler thread, between submissions (OpenVINO), or a postprocess thread of its own:
+                       decode + NMS + filters -> FrameResult -> on_result (tracking, sinks)
 
 Completions can arrive out of order (several requests run at once), so results are handed
 to ``on_result`` in each camera's submission order: a result waits for the camera's earlier
@@ -42,7 +43,6 @@ directly (``vidpipe detect``, tests), without a hub.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vidpipe import inflight
+from vidpipe.completions import CompletionInbox
 from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import FatalDeviceError, InferenceBackend
 from vidpipe.labels import Labels
@@ -106,6 +107,7 @@ class Scheduler:
         keep_images: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
         time_turns: bool = True,
+        completions_on_scheduler: bool = False,
     ) -> None:
         self.backend = backend
         self.decoder = decoder
@@ -119,6 +121,9 @@ class Scheduler:
         self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
+        # With a hub, the scheduler's thread postprocesses between submissions
+        # (``vidpipe.completions``); else, and always without a hub, a thread of its own does.
+        self.completions_on_scheduler = completions_on_scheduler
         self._init_flow_control(backend, time_turns)
         self._init_hand_off_state()
         self._bind_metrics(metrics, backend)
@@ -149,12 +154,12 @@ class Scheduler:
         self._cap = backend.capacity  # the in-flight cap at the last submission
 
     def _init_hand_off_state(self) -> None:
-        """Completion queue, stop events, threads, per-camera ordering and counters."""
-        self._done: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
+        """Completion inbox, stop events, threads, per-camera ordering and counters."""
+        self._inbox = CompletionInbox(self._finish)
+        self._drainer: int | None = None  # ident of the scheduler thread while it postprocesses
         self._stop = threading.Event()  # close(): waits for a slot or buffer give up
         self._stop_taking = threading.Event()  # stop(): the hub is no longer read
         self._scheduler_thread: threading.Thread | None = None
-        self._postprocess_thread: threading.Thread | None = None
         self._idle = threading.Condition()
         # Per camera: seqs submitted and not yet handed on, in submission order, and the
         # results (None: failed) that completed ahead of an earlier frame.
@@ -164,7 +169,7 @@ class Scheduler:
         self._unfinished = 0
         self.submitted = 0
         self.completed = 0
-        self.delivered = 0  # results handed to on_result (the postprocess thread counts)
+        self.delivered = 0  # results handed to on_result (counted where postprocessed)
         self.last_completion = time.monotonic()
 
     def _bind_metrics(self, metrics: Metrics, backend: InferenceBackend) -> None:
@@ -192,7 +197,7 @@ class Scheduler:
 
     def start(self, hub: FrameHub | None = None) -> None:
         """Start postprocessing and, with a hub, the scheduler thread that reads it."""
-        self._postprocess_thread = self._spawn("postprocess", self._postprocess_loop)
+        self._inbox.start()
         if hub is not None:
             hub.set_ahead_limit(self.decode_ahead)
             hub.set_turn_clock(self.turn_clock)
@@ -205,7 +210,21 @@ class Scheduler:
         return t
 
     def _schedule_loop(self, hub: FrameHub) -> None:
+        if self.completions_on_scheduler:
+            self._drainer = threading.get_ident()
+            self._inbox.adopt(hub.nudge)
+        try:
+            self._take_and_submit(hub)
+        finally:
+            # What is still in flight, and what arrives after, goes to the inbox's thread.
+            self._drainer = None
+            self._inbox.release()
+
+    def _take_and_submit(self, hub: FrameHub) -> None:
+        drains = self.completions_on_scheduler
         while not self._stop.is_set() and not self._stop_taking.is_set():
+            if drains:
+                self._inbox.drain()
             frame = hub.take(_POLL_S)
             if frame is None:
                 continue
@@ -343,46 +362,47 @@ class Scheduler:
         threshold = rules.params.score_threshold
         return PostprocessRequest(name, lb, threshold, rules.class_ids, self.iou_threshold)
 
-    @staticmethod
-    def _wait(attempt: Callable[[], _T | None], stop: threading.Event) -> _T | None:
-        """Retry a short blocking ``attempt`` until it yields something or ``stop`` is set."""
+    def _wait(self, attempt: Callable[[], _T | None], stop: threading.Event) -> _T | None:
+        """Retry a short blocking ``attempt`` until it yields something or ``stop`` is set;
+        the scheduler's thread postprocesses what completed between attempts."""
         while True:
             got = attempt()
             if got:
                 return got
             if stop.is_set():
                 return None
+            if self._drainer == threading.get_ident():
+                self._inbox.drain()
 
     def _on_done(self, completion: Completion) -> None:
         """Backend callback thread: count the request done and hand on. Nothing else."""
         if self.turn_clock is not None:
             self.turn_clock.completed(id(completion.tag), time.monotonic())
+        # Queued before the slot is counted free: the scheduler, woken by the free slot,
+        # finds the completion to postprocess after its next submission.
+        self._inbox.put(completion)
         self._backend_done()
-        self._done.put(completion)
 
     # ------------------------------------------------------------------ postprocessing
 
-    def _postprocess_loop(self) -> None:
-        while True:
-            completion = self._done.get()
-            if completion is None:
-                return
-            frame = completion.tag.frame
-            result = None
-            try:
-                result = self._postprocess(completion)
-            except Exception:
-                log.exception("postprocessing failed")
-                self.metrics.camera(frame.camera).drop("inference_error")
-            try:
-                self._hand_on(frame.camera, frame.seq, result)
-            finally:
-                self._depth.release()
-                self.last_completion = time.monotonic()
-                with self._idle:
-                    self._unfinished -= 1
-                    self.completed += 1
-                    self._idle.notify_all()
+    def _finish(self, completion: Completion) -> None:
+        """Postprocess one completion and hand the result on (the inbox's handler)."""
+        frame = completion.tag.frame
+        result = None
+        try:
+            result = self._postprocess(completion)
+        except Exception:
+            log.exception("postprocessing failed")
+            self.metrics.camera(frame.camera).drop("inference_error")
+        try:
+            self._hand_on(frame.camera, frame.seq, result)
+        finally:
+            self._depth.release()
+            self.last_completion = time.monotonic()
+            with self._idle:
+                self._unfinished -= 1
+                self.completed += 1
+                self._idle.notify_all()
 
     def _hand_on(self, camera: str, seq: int, result: FrameResult | None) -> None:
         """Pass results to ``on_result`` in the camera's submission order (None: nothing)."""
@@ -471,13 +491,13 @@ class Scheduler:
         a slot after ``timeout_s`` is dropped (counted). True if everything finished."""
         finished = self.stop(timeout_s)
         self._stop.set()
-        self._done.put(None)
         deadline = time.monotonic() + timeout_s
-        for t in (self._scheduler_thread, self._postprocess_thread):
-            if t is None:
-                continue
+        t = self._scheduler_thread
+        if t is not None:
             t.join(max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 log.warning("thread %s still alive after %.1f s", t.name, timeout_s)
+        if not self._inbox.close(max(0.0, deadline - time.monotonic())):
+            log.warning("thread vidpipe-postprocess still alive after %.1f s", timeout_s)
         self.backend.close()
         return finished

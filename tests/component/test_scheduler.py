@@ -48,7 +48,7 @@ def image(assets_dir: Path) -> np.ndarray:
 
 
 def make_engine(
-    backend, assets_dir: Path, sink, max_age_s: float = 60.0
+    backend, assets_dir: Path, sink, max_age_s: float = 60.0, **kw: bool
 ) -> tuple[Scheduler, Metrics]:
     metrics = Metrics()
     labels = load_labels(assets_dir / "models" / "coco80.txt")
@@ -61,6 +61,7 @@ def make_engine(
         default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
         iou_threshold=0.45,
         max_frame_age_s=max_age_s,
+        **kw,
     )
     return engine, metrics
 
@@ -208,11 +209,16 @@ def test_refused_submit_leaves_nothing_pending(backend_factory, assets_dir, imag
     engine.close(2)
 
 
-def test_stop_finishes_the_frames_taken_and_takes_no_more(backend_factory, assets_dir, image):
+@pytest.mark.parametrize("on_scheduler", [True, False], ids=["on-scheduler", "own-thread"])
+def test_stop_finishes_the_frames_taken_and_takes_no_more(
+    backend_factory, assets_dir, image, on_scheduler: bool
+) -> None:
     """``stop``: the hub is no longer read, every frame taken is handed on; ``close`` ends
     the threads and the backend. OpenVINO sends one frame per request: batch size 1."""
     results: list[FrameResult] = []
-    engine, metrics = make_engine(backend_factory(), assets_dir, results.append)
+    engine, metrics = make_engine(
+        backend_factory(), assets_dir, results.append, completions_on_scheduler=on_scheduler
+    )
     hub = FrameHub()
     box = hub.add("cam", "block", lambda f: None)
     engine.start(hub)
@@ -228,6 +234,48 @@ def test_stop_finishes_the_frames_taken_and_takes_no_more(backend_factory, asset
     time.sleep(0.3)
     assert hub.pending() == 1 and engine.submitted == 6  # stopped: the hub is not read
     assert engine.close(5)
-    assert not any(t.is_alive() for t in (engine._scheduler_thread, engine._postprocess_thread))
+    assert not any(t.is_alive() for t in (engine._scheduler_thread, engine._inbox._thread))
     assert value(metrics, "vidpipe_batch_size_count") == 6
     assert value(metrics, "vidpipe_batch_size_sum") == 6
+
+
+@pytest.mark.parametrize(
+    ("on_scheduler", "thread"),
+    [(True, "vidpipe-scheduler"), (False, "vidpipe-postprocess")],
+    ids=["on-scheduler", "own-thread"],
+)
+def test_with_a_hub_the_scheduler_thread_postprocesses_between_submissions(
+    backend_factory, assets_dir, image, on_scheduler: bool, thread: str
+) -> None:
+    """Every frame is handed on once and in each camera's order, on the scheduler's thread
+    (or, switched off, on the postprocessing thread), while three cameras keep it busy."""
+    results: list[tuple[FrameResult, str]] = []
+    engine, _ = make_engine(
+        backend_factory(),
+        assets_dir,
+        lambda r: results.append((r, threading.current_thread().name)),
+        completions_on_scheduler=on_scheduler,
+    )
+    hub = FrameHub()
+    stop = threading.Event()
+    boxes = [hub.add(f"cam{i}", "block", lambda f: None) for i in range(3)]
+
+    def produce(box) -> None:  # type: ignore[no-untyped-def]
+        for seq in range(30):
+            assert box.put(Frame(box.camera, seq, time.monotonic(), image), stop)
+
+    producers = [threading.Thread(target=produce, args=(b,)) for b in boxes]
+    engine.start(hub)
+    for t in producers:
+        t.start()
+    deadline = time.monotonic() + 40
+    while len(results) < 90 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    for t in producers:
+        t.join(5)
+    assert engine.close(10)
+    assert len(results) == 90
+    assert {name for _, name in results} == {thread}
+    for box in boxes:
+        assert [r.seq for r, _ in results if r.camera == box.camera] == list(range(30))

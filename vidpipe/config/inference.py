@@ -86,6 +86,12 @@ class OpenVINOConfig(InferenceConfigBase):
         "be free for it by the time it is ready (timed from the measured inference and "
         "decode times); off: as soon as their last frame was taken",
     )
+    postprocess_on_scheduler: bool = Field(
+        True,
+        description="decode + NMS, tracking and the hand-off to the sinks run on the "
+        "scheduler's thread between submissions, where the completion of a request wakes it "
+        "anyway; off: on a thread of their own (one more wake-up per frame)",
+    )
 
     def for_cameras(self, cameras: int) -> OpenVINOConfig:
         """This section as a process running ``cameras`` cameras compiles it: ``auto`` picks
