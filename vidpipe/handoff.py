@@ -159,7 +159,7 @@ class FrameHub:
         self._queue: deque[Mailbox] = deque()  # block readers waiting for a turn, in order
         self._turn_clock: TurnClock | None = None
         self._due = 0.0  # the turn clock's time for the first reader in line
-        self._taking = False  # the scheduler waits in ``take``
+        self._takers = 0  # schedulers waiting in ``take``
         self._nudged = False  # ``take`` returns at once
 
     def set_ahead_limit(self, limit: int | None) -> None:
@@ -202,12 +202,12 @@ class FrameHub:
         with self.lock:
             frame = self._take_locked()
             if frame is None and not self._nudged:
-                self._taking = True
+                self._takers += 1
                 try:
                     if self.ready.wait(timeout_s):
                         frame = self._take_locked()
                 finally:
-                    self._taking = False
+                    self._takers -= 1
             self._nudged = False
             return frame
 
@@ -216,8 +216,9 @@ class FrameHub:
         completion to postprocess (``vidpipe.completions``). Any thread."""
         with self.lock:
             self._nudged = True
-            if self._taking:
-                self.ready.notify()
+            if self._takers:
+                # all: while a pool is rebuilt, two schedulers take from one hub for a moment
+                self.ready.notify_all()
 
     def _take_locked(self) -> Frame | None:
         n = len(self._boxes)

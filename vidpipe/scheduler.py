@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -469,16 +469,9 @@ class Scheduler:
         )
         cam.inferred.inc()
         cam.e2e_latency.observe(t_done - frame.t_capture)
-        if len(dets):
-            self._count_classes(cam.detections, dets.class_id.tolist())
+        for cid, n in Counter(dets.class_id.tolist()).items():
+            cam.detections(self.labels.name(cid), n)
         return result
-
-    def _count_classes(self, inc: Callable[[str, int], None], class_ids: list[int]) -> None:
-        counts: dict[int, int] = {}
-        for cid in class_ids:
-            counts[cid] = counts.get(cid, 0) + 1
-        for cid, n in counts.items():
-            inc(self.labels.name(cid), n)
 
     # ------------------------------------------------------------------ shutdown
 

@@ -29,7 +29,9 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-latency": {"hint": "latency"},  # one stream on every core, one request in flight
     "vidpipe-throughput": {"hint": "throughput"},  # the hint auto picks for 2+ cameras, always
     "vidpipe-eager": {"decode_just_in_time": False},  # file cameras decode when their turn frees
-    "vidpipe-ppthread": {"postprocess_on_scheduler": False},  # postprocessing on its own thread
+    # postprocessing on a thread of its own, not the scheduler's (with the gate: density)
+    "vidpipe-ppthread": {"postprocess_on_scheduler": False},
+    "vidpipe-motion-ppthread": {"postprocess_on_scheduler": False},
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }
 #: contender name -> ``http.live`` section overrides.

@@ -1,7 +1,8 @@
 """The tracking step: per-camera tracker, zones and lines between the engine and the sinks.
 
-``TrackingStage`` is called with every ``FrameResult`` on the engine's postprocess thread (one
-thread, results of a camera in capture order), so per-camera state needs no lock. A camera
+``TrackingStage`` is called with every ``FrameResult`` on the thread that postprocesses (the
+scheduler's on OpenVINO, else the postprocessing thread; one at a time, results of a camera in
+capture order: ``vidpipe.completions``), so per-camera state needs no lock. A camera
 without tracking passes straight through. A failure in this step never loses the result: it
 is passed on without track ids and counted in ``vidpipe_tracking_errors_total``.
 """
@@ -260,7 +261,7 @@ class TrackingStage:
 
         A camera whose tracking, zones, lines and classes did not change keeps its scene, and so
         its tracks and zone occupants; the others start afresh (tracks inside a replaced zone
-        get no ``leave``). The dict is swapped in one assignment, so the postprocess thread
+        get no ``leave``). The dict is swapped in one assignment, so the postprocessing thread
         sees either the old or the new set.
 
         Returns:

@@ -57,7 +57,7 @@ class CameraTracker:
     def __init__(self, cfg: TrackingConfig) -> None:
         # Imported here, when the daemon starts, not at module import (a daemon without
         # tracking never pays for it) nor on the first frame (it takes a second or more, and
-        # would stall the postprocess thread).
+        # would stall the thread that postprocesses).
         import norfair
 
         self._norfair: Any = norfair
