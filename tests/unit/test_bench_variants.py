@@ -64,3 +64,29 @@ def test_ratios_pair_the_repeats_and_judge_the_budget() -> None:
     assert variant_ratios(doc)[0]["holds"] is False
     text = "\n".join(markdown(doc))
     assert "vidpipe-track | belt.mp4 | 4 |" in text and "**missed**" in text
+
+
+def test_int8_contenders_run_the_int8_model_beside_the_others(tmp_path) -> None:
+    base = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx", "/m.xml",
+                     "/labels.txt", int8_model="/int8.xml")  # fmt: skip
+    plain = bench_config(base, tmp_path / "a.jsonl")
+    int8 = bench_config(PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8"}), tmp_path / "b")
+    gated = bench_config(
+        PointSpec(**{**base.to_dict(), "contender": "vidpipe-motion-int8"}), tmp_path / "c"
+    )
+    assert str(plain.model.path) == "/m.onnx"
+    assert str(int8.model.path) == "/int8.xml" and str(gated.model.path) == "/int8.xml"
+    assert not any((c.motion or int8.capture.motion).enabled for c in int8.cameras)
+    assert all((c.motion or gated.capture.motion).enabled for c in gated.cameras)
+    with pytest.raises(ValueError, match="--int8-model"):
+        bench_config(
+            PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8", "int8_model": None}),
+            tmp_path / "d",
+        )
+
+
+def test_bench_refuses_int8_contenders_without_an_int8_model(capsys) -> None:
+    from vidpipe.cli import main
+
+    assert main(["bench", "--contenders", "vidpipe,vidpipe-motion-int8", "--cameras", "1"]) == 2
+    assert "vidpipe-motion-int8 run the model of --int8-model" in capsys.readouterr().err

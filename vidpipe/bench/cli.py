@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import all_contenders
+from vidpipe.bench.common import INT8_CONTENDERS, all_contenders
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -116,6 +116,12 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
         "optimize (default: the assets' yolox_nano.onnx)",
+    )
+    p.add_argument(
+        "--int8-model",
+        type=Path,
+        help="INT8 IR (vidpipe optimize) that the contenders vidpipe-int8 and "
+        "vidpipe-motion-int8 run, while the others run --model: both in one run",
     )
 
 
@@ -232,10 +238,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_staggered=None if args.density_start is None else args.density_start != "same",
         density_cameras=args.density_cameras,
         model=args.model,
+        int8_model=args.int8_model,
         realtime=args.realtime,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    int8 = sorted(INT8_CONTENDERS.intersection(options.contenders or ()))
+    if int8 and options.int8_model is None:
+        print(f"vidpipe bench: {', '.join(int8)} run the model of --int8-model", file=sys.stderr)
         return EXIT_USAGE
     json_path = args.json
     if json_path is None:

@@ -32,8 +32,13 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     # postprocessing on a thread of its own, not the scheduler's (with the gate: density)
     "vidpipe-ppthread": {"postprocess_on_scheduler": False},
     "vidpipe-motion-ppthread": {"postprocess_on_scheduler": False},
+    # the INT8 IR of ``--int8-model`` instead of the model (with the gate: the density)
+    "vidpipe-int8": {},
+    "vidpipe-motion-int8": {},
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
 }
+#: contenders that run ``PointSpec.int8_model``, not ``PointSpec.model``
+INT8_CONTENDERS = frozenset({"vidpipe-int8", "vidpipe-motion-int8"})
 #: contender name -> ``http.live`` section overrides.
 VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
 #: vidpipe with a feature on in every camera (``variants.CAMERA_VARIANTS``), for A/B runs.
@@ -135,6 +140,8 @@ class PointSpec:
         model: the ONNX model every contender uses.
         model_ir: the same model saved as OpenVINO IR (model_api cannot read ONNX without the
             ``onnx`` package).
+        int8_model: the INT8 IR the ``INT8_CONTENDERS`` run instead of ``model`` (``vidpipe
+            bench --int8-model``), so that INT8 and the default are measured in one run.
         labels: class names file.
         repeat: repeat index (for the record).
         score_threshold: minimum detection score, every contender.
@@ -156,6 +163,7 @@ class PointSpec:
     model_ir: str
     labels: str
     repeat: int = 0
+    int8_model: str | None = None
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
     stage_frames: int = 300

@@ -244,6 +244,7 @@ def _density_spec(
         precision=ctx.precision,
         model=str(ctx.model),
         model_ir=str(ctx.model_ir),
+        int8_model=None if ctx.int8_model is None else str(ctx.int8_model),
         labels=str(ctx.labels),
         score_threshold=o.score_threshold,
         iou_threshold=o.iou_threshold,

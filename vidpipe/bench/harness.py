@@ -72,6 +72,8 @@ class BenchOptions:
     mode: str = "throughput"  # throughput | density | both
     realtime: bool = False  # throughput mode: cameras paced at the clip's frame rate
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
+    # the model of the ``*-int8`` contenders (``common.INT8_CONTENDERS``), beside the others'
+    int8_model: Path | None = None
     density_clip: str = "car-detection.mp4"
     density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
     # density cameras start at different points of the clip (False: all at its first frame)
@@ -106,6 +108,7 @@ class RunContext:
     labels: Path
     precision: str
     clips: dict[str, Path]
+    int8_model: Path | None = None
     clip_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -120,8 +123,9 @@ def prepare(options: BenchOptions) -> RunContext:
     assets = options.assets or default_assets_dir()
     model = options.model or assets / "models" / "yolox_nano.onnx"
     labels = assets / "models" / "coco80.txt"
-    if not model.is_file():
-        raise FileNotFoundError(f"model not found: {model}")
+    for path in (model, options.int8_model):
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"model not found: {path}")
     cache = cache_dir()
     names = list(options.clips) if options.mode != "density" else []
     if options.mode != "throughput" and options.density_clip not in names:
@@ -134,6 +138,7 @@ def prepare(options: BenchOptions) -> RunContext:
         labels=labels,
         precision=options.precision or default_precision(),
         clips=clips,
+        int8_model=options.int8_model,
     )
     for name, path in clips.items():
         w, h, fps, frames = clip_geometry(path)
@@ -166,6 +171,7 @@ def plan(ctx: RunContext) -> list[PointSpec]:
             precision=ctx.precision,
             model=str(ctx.model),
             model_ir=str(ctx.model_ir),
+            int8_model=None if ctx.int8_model is None else str(ctx.int8_model),
             labels=str(ctx.labels),
             repeat=repeat,
             score_threshold=o.score_threshold,

@@ -58,8 +58,10 @@ CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
 }
 # the same with tracking, zones and lines, where crops are made too (against vidpipe-track)
 CAMERA_VARIANTS["vidpipe-track-clips"] = {**CAMERA_VARIANTS["vidpipe-track"], "clips": _CLIPS}
-# the gate with postprocessing on a thread of its own (``common.VIDPIPE_VARIANTS`` too)
+# the gate with postprocessing on a thread of its own, or on the INT8 model
+# (``common.VIDPIPE_VARIANTS`` too)
 CAMERA_VARIANTS["vidpipe-motion-ppthread"] = CAMERA_VARIANTS["vidpipe-motion"]
+CAMERA_VARIANTS["vidpipe-motion-int8"] = CAMERA_VARIANTS["vidpipe-motion"]
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
 #: must not lower throughput by more than 5 %; issue 16: clips by 3 %).
@@ -76,6 +78,8 @@ LABELS: dict[str, str] = {
     "vidpipe-eager": "vidpipe, file cameras decode at once, not just in time (A/B)",
     "vidpipe-ppthread": "vidpipe, postprocessing on a thread of its own (A/B)",
     "vidpipe-motion-ppthread": "vidpipe, motion gate on, postprocessing on a thread of its own",
+    "vidpipe-int8": "vidpipe on the INT8 model (--int8-model)",
+    "vidpipe-motion-int8": "vidpipe on the INT8 model, motion gate on",
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench.common import (
+    INT8_CONTENDERS,
     VIDPIPE_CAMERA_VARIANTS,
     VIDPIPE_LIVE_VARIANTS,
     VIDPIPE_VARIANTS,
@@ -33,9 +34,14 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
+    model = spec.model
+    if spec.contender in INT8_CONTENDERS:
+        if not spec.int8_model:
+            raise ValueError(f"{spec.contender} runs the model of --int8-model: none given")
+        model = spec.int8_model
     data: dict[str, Any] = {
         "model": {
-            "path": spec.model,
+            "path": model,
             "labels": spec.labels,
             "type": "yolox",
             "score_threshold": spec.score_threshold,
