@@ -70,7 +70,9 @@ def test_int8_contenders_run_the_int8_model_beside_the_others(tmp_path) -> None:
     base = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx", "/m.xml",
                      "/labels.txt", int8_model="/int8.xml")  # fmt: skip
     plain = bench_config(base, tmp_path / "a.jsonl")
-    int8 = bench_config(PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8"}), tmp_path / "b")
+    int8 = bench_config(
+        PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8"}), tmp_path / "b"
+    )
     gated = bench_config(
         PointSpec(**{**base.to_dict(), "contender": "vidpipe-motion-int8"}), tmp_path / "c"
     )
