@@ -25,14 +25,8 @@ from typing import Any
 
 from benchmarks.contenders import NaiveRun
 from vidpipe.assets import default_assets_dir
-from vidpipe.bench.common import (
-    VIDPIPE_VARIANTS,
-    PointSpec,
-    group_deltas,
-    thread_cpu_percent,
-    thread_cpu_s,
-    thread_switches,
-)
+from vidpipe.bench.common import VIDPIPE_VARIANTS, PointSpec
+from vidpipe.bench.threads import group_deltas, thread_cpu_percent, thread_cpu_s, thread_switches
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
 #: the naive loop, vidpipe, and vidpipe's A/B variants (``vidpipe-ppthread``, ...)

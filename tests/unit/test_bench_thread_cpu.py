@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vidpipe.bench.common import thread_cores, thread_cpu_s
+from vidpipe.bench.threads import thread_cores, thread_cpu_s
 
 pytestmark = pytest.mark.timeout(30)
 

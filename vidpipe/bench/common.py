@@ -7,7 +7,6 @@ import platform
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -191,94 +190,6 @@ def cpu_s() -> float:
     """User + system CPU time of this process, all threads."""
     t = os.times()
     return t.user + t.system
-
-
-def thread_cpu_s() -> dict[int, float]:
-    """CPU seconds of every thread of this process, by native thread id."""
-    tck = os.sysconf("SC_CLK_TCK")
-    out: dict[int, float] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the thread ended
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tck
-    return out
-
-
-def thread_switches() -> tuple[dict[int, float], dict[int, float]]:
-    """Context switches of every thread of this process, by native thread id: voluntary ones
-    (a thread going to sleep: a wait, a lock, the GIL) and involuntary ones (a thread
-    preempted, on a busy box by a thread that woke)."""
-    voluntary: dict[int, float] = {}
-    involuntary: dict[int, float] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue  # the thread ended
-        voluntary[int(tid)] = int(fields["voluntary_ctxt_switches"])
-        involuntary[int(tid)] = int(fields["nonvoluntary_ctxt_switches"])
-    return voluntary, involuntary
-
-
-def _python_thread_names() -> dict[int, str]:
-    """Native thread id -> name of each Python thread of this process."""
-    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-
-
-def thread_groups() -> dict[int, str]:
-    """Native thread id -> Python thread name with digits folded (``capture-camN``)."""
-    return {tid: re.sub(r"\d+", "N", name) for tid, name in _python_thread_names().items()}
-
-
-def group_deltas(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
-    """How much a per-thread count grew between two samples, summed per Python thread group
-    (``thread_groups``); every other thread is native. Largest first."""
-    names = thread_groups()
-    out: dict[str, float] = {}
-    for tid, value in after.items():
-        group = names.get(tid, "native (OpenVINO, FFmpeg, ...)")
-        out[group] = out.get(group, 0.0) + value - before.get(tid, 0.0)
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def thread_cpu_percent(
-    before: dict[int, float], after: dict[int, float], window_s: float
-) -> dict[str, float]:
-    """CPU % of one core per Python thread group over a window; other threads are native."""
-    return {k: 100.0 * v / window_s for k, v in group_deltas(before, after).items()}
-
-
-def thread_names() -> dict[int, str]:
-    """Native thread id -> name of every thread of this process: a Python thread's own name
-    (Python 3.11 does not hand it to the OS: such a thread's ``comm`` is its creator's),
-    else the OS name (``/proc/self/task/<tid>/comm``: CUDA, torch and other native threads)."""
-    names = _python_thread_names()
-    for tid in os.listdir("/proc/self/task"):
-        if int(tid) not in names:
-            try:
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    names[int(tid)] = f.read().strip()
-            except OSError:
-                continue  # the thread ended
-    return names
-
-
-def thread_cores(
-    before: dict[int, float], after: dict[int, float], window_s: float
-) -> dict[str, float]:
-    """Cores each thread name kept busy over a window (1.0 = one core), summed over the
-    threads of one name, from two ``thread_cpu_s`` samples; busiest first. A thread that
-    ended within the window is not counted."""
-    names = thread_names()
-    out: dict[str, float] = {}
-    for tid, cpu in after.items():
-        name = names.get(tid, f"thread {tid}")  # ended between the sample and the naming
-        out[name] = out.get(name, 0.0) + (cpu - before.get(tid, 0.0)) / window_s
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def machine_busy_s() -> float:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vidpipe.bench.common import thread_cores, thread_cpu_s
+from vidpipe.bench.threads import thread_cores, thread_cpu_s
 from vidpipe.infer.gpu_base import BatchExecutor
 from vidpipe.types import DeviceImage
 
@@ -120,7 +120,7 @@ class StreamSetRate:
         img_s: frames completed per second.
         mean_batch: the mean batch size (the daemon exports it as ``vidpipe_batch_size``).
         thread_cores: cores each thread name kept busy (1.0 = one core), busiest first
-            (``common.thread_cores``); the feeder is the thread that called
+            (``threads.thread_cores``); the feeder is the thread that called
             ``stream_set_rate``, under its Python name (``MainThread`` in ``bench-gpu``).
     """
 

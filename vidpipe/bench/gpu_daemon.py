@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from vidpipe.bench.common import thread_cpu_s
+from vidpipe.bench.threads import thread_cpu_s
 from vidpipe.config import CaptureConfig, Config, ShardingConfig
 from vidpipe.reload import active_cameras
 from vidpipe.shard import Shard

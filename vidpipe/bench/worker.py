@@ -33,9 +33,8 @@ from vidpipe.bench.common import (
     cores,
     loadavg_1m,
     percentile,
-    thread_cpu_percent,
-    thread_cpu_s,
 )
+from vidpipe.bench.threads import thread_cpu_percent, thread_cpu_s
 
 log = logging.getLogger("vidpipe.bench.worker")
 
