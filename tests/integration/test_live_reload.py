@@ -93,11 +93,12 @@ def test_sighup_applies_only_the_difference(
         def count(camera: str) -> int:
             return len(seqs(read_jsonl(out)).get(camera, []))
 
-        wait_for(
-            lambda: all(count(c) >= 5 for c in ("cam-a", "cam-b", "cam-c", "f")),
-            120,
-            "results from every camera",
-        )
+        names = ("cam-a", "cam-b", "cam-c", "f")
+        try:
+            wait_for(lambda: all(count(c) >= 5 for c in names), 120, "results from every camera")
+        except pytest.fail.Exception:  # say which camera, and what the daemon said
+            counts = {c: count(c) for c in names}
+            pytest.fail(f"results per camera after 120 s: {counts}; log:\n{daemon.log()[-4000:]}")
         a_before = max(seqs(read_jsonl(out))["cam-a"])
 
         # --- add d, remove b, change a; c and f untouched ---------------------------------
