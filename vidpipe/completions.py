@@ -45,6 +45,7 @@ class CompletionInbox:
         # arrival order even while the handling passes between the two threads.
         self._handling = threading.Lock()
         self._wake: Callable[[], None] | None = None  # set while the scheduler handles them
+        self._owner: int | None = None  # that thread's ident
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -67,12 +68,20 @@ class CompletionInbox:
         called for every completion that arrives, to end the thread's wait for work."""
         with self._cond:
             self._wake = wake
+            self._owner = threading.get_ident()
 
     def release(self) -> None:
         """Hand the completions back to the inbox's own thread (including those waiting)."""
         with self._cond:
             self._wake = None
+            self._owner = None
             self._cond.notify()
+
+    def drain_if_adopted(self) -> None:
+        """``drain`` if the calling thread adopted the inbox; else nothing (its own thread
+        handles them)."""
+        if self._owner == threading.get_ident():
+            self.drain()
 
     def drain(self) -> int:
         """Handle every completion waiting, in order, on the calling thread; how many."""
@@ -104,6 +113,7 @@ class CompletionInbox:
         with self._cond:
             self._closed = True
             self._wake = None
+            self._owner = None
             self._cond.notify()
         thread = self._thread
         if thread is None:

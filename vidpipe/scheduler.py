@@ -156,7 +156,6 @@ class Scheduler:
     def _init_hand_off_state(self) -> None:
         """Completion inbox, stop events, threads, per-camera ordering and counters."""
         self._inbox = CompletionInbox(self._finish)
-        self._drainer: int | None = None  # ident of the scheduler thread while it postprocesses
         self._stop = threading.Event()  # close(): waits for a slot or buffer give up
         self._stop_taking = threading.Event()  # stop(): the hub is no longer read
         self._scheduler_thread: threading.Thread | None = None
@@ -211,20 +210,16 @@ class Scheduler:
 
     def _schedule_loop(self, hub: FrameHub) -> None:
         if self.completions_on_scheduler:
-            self._drainer = threading.get_ident()
             self._inbox.adopt(hub.nudge)
         try:
             self._take_and_submit(hub)
         finally:
             # What is still in flight, and what arrives after, goes to the inbox's thread.
-            self._drainer = None
             self._inbox.release()
 
     def _take_and_submit(self, hub: FrameHub) -> None:
-        drains = self.completions_on_scheduler
         while not self._stop.is_set() and not self._stop_taking.is_set():
-            if drains:
-                self._inbox.drain()
+            self._inbox.drain_if_adopted()
             frame = hub.take(_POLL_S)
             if frame is None:
                 continue
@@ -371,8 +366,7 @@ class Scheduler:
                 return got
             if stop.is_set():
                 return None
-            if self._drainer == threading.get_ident():
-                self._inbox.drain()
+            self._inbox.drain_if_adopted()
 
     def _on_done(self, completion: Completion) -> None:
         """Backend callback thread: count the request done and hand on. Nothing else."""

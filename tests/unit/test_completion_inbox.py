@@ -91,3 +91,17 @@ def test_a_nudge_ends_the_wait_in_take_or_the_next_one() -> None:
     t0 = time.monotonic()
     assert hub.take(0.2) is None  # the nudge was used up: this one waits its time
     assert time.monotonic() - t0 >= 0.15
+
+
+def test_only_the_adopting_thread_drains_when_adopted() -> None:
+    inbox, handled = _inbox()  # its own thread not started: nothing else handles them
+    inbox.put(Completion(0, None))
+    inbox.drain_if_adopted()
+    assert handled == []
+    inbox.adopt(lambda: None)
+    other = threading.Thread(target=inbox.drain_if_adopted)
+    other.start()
+    other.join()
+    assert handled == []
+    inbox.drain_if_adopted()
+    assert handled == [(0, "MainThread")]

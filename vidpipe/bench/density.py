@@ -241,14 +241,8 @@ def _density_spec(
         cameras=cameras,
         seconds=o.seconds,
         warmup_s=max(3.0, o.warmup_s),
-        precision=ctx.precision,
-        model=str(ctx.model),
-        model_ir=str(ctx.model_ir),
-        int8_model=None if ctx.int8_model is None else str(ctx.int8_model),
-        labels=str(ctx.labels),
-        score_threshold=o.score_threshold,
-        iou_threshold=o.iou_threshold,
         detect_fps=detect_fps,
+        **ctx.spec_fields(),
     )
 
 

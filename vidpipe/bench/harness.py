@@ -111,6 +111,19 @@ class RunContext:
     int8_model: Path | None = None
     clip_info: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def spec_fields(self) -> dict[str, Any]:
+        """The ``PointSpec`` fields every point of the run shares (model, precision, ...)."""
+        o = self.options
+        return {
+            "precision": self.precision,
+            "model": str(self.model),
+            "model_ir": str(self.model_ir),
+            "int8_model": None if self.int8_model is None else str(self.int8_model),
+            "labels": str(self.labels),
+            "score_threshold": o.score_threshold,
+            "iou_threshold": o.iou_threshold,
+        }
+
 
 def prepare(options: BenchOptions) -> RunContext:
     """Resolve the assets, make derived clips and the IR model, pick the precision.
@@ -168,16 +181,10 @@ def plan(ctx: RunContext) -> list[PointSpec]:
             cameras=cameras,
             seconds=o.seconds,
             warmup_s=o.warmup_s,
-            precision=ctx.precision,
-            model=str(ctx.model),
-            model_ir=str(ctx.model_ir),
-            int8_model=None if ctx.int8_model is None else str(ctx.int8_model),
-            labels=str(ctx.labels),
             repeat=repeat,
-            score_threshold=o.score_threshold,
-            iou_threshold=o.iou_threshold,
             stage_frames=o.stage_frames,
             realtime=o.realtime,
+            **ctx.spec_fields(),
         )
 
     for clip in o.clips:
