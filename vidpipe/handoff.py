@@ -75,6 +75,11 @@ class Mailbox:
         self._turn_since: float | None = None  # block: when the current turn was given
         self._asking = False  # block: its reader waits in ``wait_empty``
 
+    @property
+    def fit(self) -> tuple[int, int] | None:
+        """The input size (width, height) of the model the frames are for (``FrameHub.fit``)."""
+        return self._hub.fit
+
     def put(self, frame: Frame, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Offer a frame. Returns False only if ``stop`` was set while waiting (block policy)."""
         with self._hub.lock:
@@ -161,6 +166,9 @@ class FrameHub:
         self._due = 0.0  # the turn clock's time for the first reader in line
         self._takers = 0  # schedulers waiting in ``take``
         self._nudged = False  # ``take`` returns at once
+        # The model input (width, height) of the scheduler taking from the hub: readers convert
+        # their frames at that size only (``Picture.image_for``). None: whole frames.
+        self.fit: tuple[int, int] | None = None
 
     def set_ahead_limit(self, limit: int | None) -> None:
         """At most ``limit`` block cameras decode or hold a decoded frame at once (None: no

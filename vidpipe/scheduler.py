@@ -198,6 +198,8 @@ class Scheduler:
         """Start postprocessing and, with a hub, the scheduler thread that reads it."""
         self._inbox.start()
         if hub is not None:
+            spec = self.backend.input_spec
+            hub.fit = (spec.width, spec.height)
             hub.set_ahead_limit(self.decode_ahead)
             hub.set_turn_clock(self.turn_clock)
             self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))

@@ -58,13 +58,41 @@ class DeviceImage:
     ready: Any = field(default=None, repr=False, compare=False)
 
 
-Image = npt.NDArray[np.uint8] | DeviceImage
-"""What a frame carries: a host BGR array, or a device NV12 picture."""
+@dataclass(frozen=True, slots=True)
+class FittedImage:
+    """A decoded host frame of which only the model's view is converted so far.
+
+    The decoder's scaler turns the YUV picture into BGR at the size the letterbox gives it
+    in the model input, in one step: at 1080p that is about half the CPU of converting the
+    whole frame and then resizing it (``vidpipe bench --mode capture``), and the detections
+    agree with the whole-frame path as bf16's agree with f32's
+    (``tests/component/test_fitted_frames.py``). The whole frame is converted only if a sink
+    asks for it (a watched live view, a due snapshot, a clip's crop).
+
+    Attributes:
+        fitted: ``(h, w, 3)`` uint8 BGR: the picture scaled for a model input of ``fit``.
+        fit: the model input ``(width, height)`` that ``fitted`` was made for; a backend with
+            another input size letterboxes ``to_host()`` instead.
+        width, height: the whole picture's size in pixels.
+        to_host: the whole picture as ``(H, W, 3)`` uint8 BGR, converted on the first call
+            from any thread, the same array after it.
+    """
+
+    fitted: npt.NDArray[np.uint8] = field(repr=False)
+    fit: tuple[int, int]
+    width: int
+    height: int
+    to_host: Callable[[], npt.NDArray[np.uint8]] = field(repr=False, compare=False)
+
+
+Image = npt.NDArray[np.uint8] | DeviceImage | FittedImage
+"""What a frame carries: a host BGR array, a device NV12 picture, or a host picture that is
+converted for the model only."""
 
 
 def host_image(image: Image) -> npt.NDArray[np.uint8]:
-    """``image`` as a host BGR array (downloads a device picture)."""
-    return image.to_host() if isinstance(image, DeviceImage) else image
+    """``image`` as a whole-frame host BGR array (downloads or converts it if need be)."""
+    return image if isinstance(image, np.ndarray) else image.to_host()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +104,9 @@ class Frame:
         seq: per-camera sequence number of the decoded frame (counts every decoded frame,
             also those decimated away by ``detect_fps``).
         t_capture: ``time.monotonic()`` when the frame was read.
-        image: ``(H, W, 3)`` uint8 BGR image, or a ``DeviceImage`` (NVDEC cameras: the picture
-            stays on the GPU). Owned by the frame; never mutated in place.
+        image: ``(H, W, 3)`` uint8 BGR image, a ``DeviceImage`` (NVDEC cameras: the picture
+            stays on the GPU) or a ``FittedImage`` (PyAV cameras feeding a model: converted
+            at the model's size only). Owned by the frame; never mutated in place.
         epoch: per-camera stream epoch: a new number each time the capture (re)opens the source
             (a reconnect, or a looping file starting over). State built from consecutive
             frames, such as object tracks, is reset when it changes.
@@ -94,15 +123,13 @@ class Frame:
 
     @property
     def height(self) -> int:
-        if isinstance(self.image, DeviceImage):
-            return self.image.height
-        return int(self.image.shape[0])
+        image = self.image
+        return int(image.shape[0]) if isinstance(image, np.ndarray) else image.height
 
     @property
     def width(self) -> int:
-        if isinstance(self.image, DeviceImage):
-            return self.image.width
-        return int(self.image.shape[1])
+        image = self.image
+        return int(image.shape[1]) if isinstance(image, np.ndarray) else image.width
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,8 +369,8 @@ class FrameResult:
         detections: boxes in original-frame pixels.
         labels: the model's class names (a plain sequence of names is converted).
         image: the original frame (read-only). Sinks that draw make a copy. A ``DeviceImage``
-            (NVDEC cameras) is downloaded with ``host_image`` only by a sink that uses it
-            (a watched live view, a due snapshot).
+            (NVDEC cameras) or a ``FittedImage`` is downloaded or converted with
+            ``host_image`` only by a sink that uses it (a watched live view, a due snapshot).
         epoch: the frame's stream epoch (see ``Frame.epoch``).
         events: zone and line events of this frame (cameras with zones or lines only), and
             the camera's clips written since its previous result.

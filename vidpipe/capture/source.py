@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.config.registry import CAPTURE_DECODERS
-from vidpipe.types import DeviceImage, Image
+from vidpipe.types import DeviceImage, FittedImage, Image
 
 REASONS = (
     "host_not_found",
@@ -177,6 +177,11 @@ class Picture(Protocol):
         call, the same object after it."""
         ...
 
+    def image_for(self, fit: tuple[int, int]) -> Image:
+        """The frame for a model whose input is ``fit`` (width, height): a ``FittedImage``
+        where the decoder converts and scales in one step, else ``image()``."""
+        ...
+
 
 class ReadyPicture:
     """A ``Picture`` around an image that is already converted (a numpy BGR array from a
@@ -190,12 +195,12 @@ class ReadyPicture:
     @property
     def width(self) -> int:
         image = self._image
-        return image.width if isinstance(image, DeviceImage) else int(image.shape[1])
+        return int(image.shape[1]) if isinstance(image, np.ndarray) else image.width
 
     @property
     def height(self) -> int:
         image = self._image
-        return image.height if isinstance(image, DeviceImage) else int(image.shape[0])
+        return int(image.shape[0]) if isinstance(image, np.ndarray) else image.height
 
     def luma(self) -> Luma | None:
         return None
@@ -203,10 +208,13 @@ class ReadyPicture:
     def image(self) -> Image:
         return self._image
 
+    def image_for(self, fit: tuple[int, int]) -> Image:
+        return self._image
+
 
 def as_picture(decoded: Picture | Image) -> Picture:
     """What ``Source.read`` returned, as a ``Picture`` (a ready image is wrapped)."""
-    if isinstance(decoded, np.ndarray | DeviceImage):
+    if isinstance(decoded, np.ndarray | DeviceImage | FittedImage):
         return ReadyPicture(decoded)
     return decoded
 

@@ -449,8 +449,9 @@ class CaptureWorker:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
-        frame-age watchdog. The picture is converted (``Picture.image``) only once both the
-        decimator and the motion gate have let it through: a dropped frame costs no conversion.
+        frame-age watchdog. The picture is converted (``Picture.image_for`` the model's input
+        size) only once both the decimator and the motion gate have let it through: a dropped
+        frame costs no conversion.
         """
         now = self._clock()
         skipped = session.take_skipped()  # frames left undecoded before this one
@@ -483,8 +484,10 @@ class CaptureWorker:
             still_frames = self._motion.admit(picture, t_sched)
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
+        fit = self._mailbox.fit
+        image = picture.image() if fit is None else picture.image_for(fit)
         with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
-            frame = Frame(self.name, seq, now, picture.image(), session.epoch, still_frames)
+            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
 
     @staticmethod

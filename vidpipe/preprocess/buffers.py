@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_geometry, letterbox_into
-from vidpipe.types import DeviceImage, Image, Letterbox, TensorSpec
+from vidpipe.types import DeviceImage, FittedImage, Image, Letterbox, TensorSpec
 
 _allocations = 0
 
@@ -62,6 +62,7 @@ class InputBuffer:
         the H200 host ``vidpipe bench-gpu`` reports the feeder's cores (``thread_cpu``). For a
         1080p frame on the CPU path the resize (0.24-0.27 ms) hides the saving.
 
+        A ``FittedImage`` was converted at its letterbox size already: it is copied into place.
         A ``DeviceImage`` is not touched here: it is kept in ``device`` for the GPU backend,
         which letterboxes it straight into its batch's device input (no pixel crosses to the
         host); only the mapping is computed, and ``hwc`` keeps the pad it had.
@@ -72,13 +73,35 @@ class InputBuffer:
             scale, _, _ = letterbox_geometry(image.width, image.height, w, h)
             return Letterbox(scale=scale, src_w=image.width, src_h=image.height)
         self.device = None
-        geometry = letterbox_geometry(image.shape[1], image.shape[0], w, h)
-        new_size = geometry[1:]
-        lb = letterbox_into(image, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
-        self.padded_for = new_size
+        if isinstance(image, FittedImage):
+            lb = self._fill_fitted(image)
+        else:
+            geometry = letterbox_geometry(image.shape[1], image.shape[0], w, h)
+            new_size = geometry[1:]
+            lb = letterbox_into(image, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
+            self.padded_for = new_size
         if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
             hwc_to_chw_float(self.hwc, self.tensor[0], self.planes)
         return lb
+
+    def _fill_fitted(self, image: FittedImage) -> Letterbox:
+        """Copy a picture converted at this input's size into place (a model of another size:
+        letterbox the whole frame); the mapping is to the whole frame's pixels."""
+        h, w = self.hwc.shape[:2]
+        if image.fit != (w, h):
+            whole = image.to_host()
+            new_size = letterbox_geometry(image.width, image.height, w, h)[1:]
+            lb = letterbox_into(whole, self.hwc, pad=self.padded_for != new_size)
+            self.padded_for = new_size
+            return lb
+        geometry = letterbox_geometry(image.width, image.height, w, h)
+        new_size = geometry[1:]
+        if image.fitted.shape[:2] != (new_size[1], new_size[0]):
+            raise ValueError(f"fitted picture {image.fitted.shape} is not {new_size} for {w}x{h}")
+        # the geometry says the picture is at its size already: it is copied, not resized
+        letterbox_into(image.fitted, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
+        self.padded_for = new_size
+        return Letterbox(scale=geometry[0], src_w=image.width, src_h=image.height)
 
 
 def input_buffer(spec: TensorSpec, index: int, tensor: np.ndarray | None = None) -> InputBuffer:
