@@ -35,9 +35,15 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     "vidpipe-int8": {},
     "vidpipe-motion-int8": {},
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
+    "vidpipe-wholeframe": {},  # whole-frame conversion: see below
 }
 #: contenders that run ``PointSpec.int8_model``, not ``PointSpec.model``
 INT8_CONTENDERS = frozenset({"vidpipe-int8", "vidpipe-motion-int8"})
+#: contender name -> ``capture`` section overrides.
+VIDPIPE_CAPTURE_VARIANTS: dict[str, dict[str, Any]] = {
+    # every inferred frame converted whole, then resized by OpenCV (as before stop 30)
+    "vidpipe-wholeframe": {"convert_at_model_size": False},
+}
 #: contender name -> ``http.live`` section overrides.
 VIDPIPE_LIVE_VARIANTS: dict[str, dict[str, Any]] = {"vidpipe-nolive": {"enabled": False}}
 #: vidpipe with a feature on in every camera (``variants.CAMERA_VARIANTS``), for A/B runs.

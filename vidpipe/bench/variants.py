@@ -77,6 +77,7 @@ LABELS: dict[str, str] = {
     "vidpipe-throughput": "vidpipe, throughput hint whatever the cameras (A/B)",
     "vidpipe-eager": "vidpipe, file cameras decode at once, not just in time (A/B)",
     "vidpipe-ppthread": "vidpipe, postprocessing on a thread of its own (A/B)",
+    "vidpipe-wholeframe": "vidpipe, whole frames converted, then resized by OpenCV (A/B)",
     "vidpipe-motion-ppthread": "vidpipe, motion gate on, postprocessing on a thread of its own",
     "vidpipe-int8": "vidpipe on the INT8 model (--int8-model)",
     "vidpipe-motion-int8": "vidpipe on the INT8 model, motion gate on",

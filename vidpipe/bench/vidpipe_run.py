@@ -20,6 +20,7 @@ from typing import Any
 from vidpipe.bench.common import (
     INT8_CONTENDERS,
     VIDPIPE_CAMERA_VARIANTS,
+    VIDPIPE_CAPTURE_VARIANTS,
     VIDPIPE_LIVE_VARIANTS,
     VIDPIPE_VARIANTS,
     PointSpec,
@@ -60,8 +61,11 @@ def bench_config(spec: PointSpec, jsonl: Path) -> Any:
             "live": VIDPIPE_LIVE_VARIANTS.get(spec.contender, {}),
         },
         "logging": {"level": "WARNING"},
-        # --realtime: cameras in step, on the same clock grid as the baselines' readers
-        **({"capture": {"realtime_phase": "aligned"}} if spec.realtime else {}),
+        "capture": {
+            # --realtime: cameras in step, on the same clock grid as the baselines' readers
+            **({"realtime_phase": "aligned"} if spec.realtime else {}),
+            **VIDPIPE_CAPTURE_VARIANTS.get(spec.contender, {}),
+        },
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [
             {

@@ -98,6 +98,13 @@ class CaptureConfig(ConfigModel):
         "non-reference frames that detection would not use (pyav); they are counted as "
         "captured and decimated",
     )
+    convert_at_model_size: bool = Field(
+        True,
+        description="pyav cameras: convert a frame for the model at the model's input size "
+        "in libav's scaler (one step, about half the CPU at 1080p); the whole frame is "
+        "converted only when a sink needs it. false: convert every whole frame and resize it "
+        "with OpenCV",
+    )
     nvdec_group_size: int = Field(
         1,
         ge=1,
