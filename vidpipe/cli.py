@@ -18,8 +18,18 @@ from pathlib import Path
 import numpy as np
 
 from vidpipe import __version__, redact
-from vidpipe.config import Config, ConfigError, GpuConfig, LoggingConfig, ModelConfig, load_config
+from vidpipe.config import (
+    CameraConfig,
+    CaptureConfig,
+    Config,
+    ConfigError,
+    GpuConfig,
+    LoggingConfig,
+    ModelConfig,
+    load_config,
+)
 from vidpipe.infer.base import BackendError
+from vidpipe.types import Image
 
 log = logging.getLogger("vidpipe")
 
@@ -171,28 +181,35 @@ def _print_shards(cfg: Config, count: int) -> None:
 # ---------------------------------------------------------------------------------- detect
 
 
-def _frames(path: Path) -> Iterator[tuple[int, np.ndarray]]:
+def _frames(path: Path, fit: tuple[int, int] | None) -> Iterator[tuple[int, Image]]:
+    """The pictures of an image file, or the frames of a video decoded and converted as the
+    daemon's pyav cameras do (for a model input of ``fit``; None: whole frames), so that
+    ``vidpipe detect`` says what the daemon says of the same frames."""
     import cv2
+
+    from vidpipe.capture.pyav_source import PyAVSource
+    from vidpipe.capture.source import SourceError
 
     if path.suffix.lower() in IMAGE_SUFFIXES:
         img = cv2.imread(str(path), cv2.IMREAD_COLOR)
         if img is None:
             raise BackendError(f"cannot read image {path}")
-        yield 0, img
+        yield 0, np.asarray(img, np.uint8)
         return
-    cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
-    if not cap.isOpened():
-        raise BackendError(f"cannot open video {path}")
+    # decoder_threads 0: FFmpeg's own choice; a file read offline has no other camera to share
+    camera = CameraConfig(name=path.name, url=str(path))
+    source = PyAVSource(camera, CaptureConfig(decoder_threads=0))
+    try:
+        source.open()
+    except SourceError as exc:
+        raise BackendError(f"cannot open video {path}: {exc.detail}") from None
     try:
         index = 0
-        while True:
-            ok, img = cap.read()
-            if not ok or img is None or img.size == 0:
-                break
-            yield index, img
+        while (picture := source.read()) is not None:
+            yield index, picture.image() if fit is None else picture.image_for(fit)
             index += 1
     finally:
-        cap.release()
+        source.close()
 
 
 def _default_model(args: argparse.Namespace) -> ModelConfig:
@@ -237,12 +254,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
     setup_logging(LoggingConfig(level="WARNING"))
     results: list[FrameResult] = []
     scheduler = detector(cfg, results.append)
+    spec = scheduler.backend.input_spec
+    fit = (spec.width, spec.height) if cfg.capture.convert_at_model_size else None
     status = EXIT_OK
     try:
         for src in args.inputs:
             path = Path(src)
             try:
-                for index, img in _frames(path):
+                for index, img in _frames(path, fit):
                     scheduler.submit(
                         Frame(camera=path.name, seq=index, t_capture=time.monotonic(), image=img)
                     )

@@ -51,7 +51,9 @@ def test_one_camera_runs_the_latency_hint_and_a_second_one_switches_to_throughpu
 
     write_config(daemon.config_path, {**base, "cameras": [one, {**one, "name": "two"}]})
     daemon.proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: "inference pool rebuilt" in daemon.log(), 90, "the pool rebuild")
+    # "reload applied" is logged after the pool was rebuilt and the new camera started
+    wait_for(lambda: "reload applied" in daemon.log(), 90, "the reload")
+    assert "inference pool rebuilt" in daemon.log()
     assert "start two; rebuild the inference pool; 1 camera(s) untouched" in daemon.log()
     wait_for(lambda: len(frames("two")) >= 10, 90, "results from the second camera")
     hint, bigger = _hint(port)

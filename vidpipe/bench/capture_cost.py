@@ -29,17 +29,17 @@ from typing import Any
 import av
 import cv2
 import numpy as np
-from av.video.reformatter import VideoReformatter
 
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.preprocess.letterbox import letterbox_geometry
+from vidpipe.types import FittedImage
 
 MODEL_SIZE = 416  # YOLOX-Nano's input; the letterbox keeps the aspect ratio inside it
 
 
 def letterbox_size(w: int, h: int, side: int = MODEL_SIZE) -> tuple[int, int]:
-    scale = min(side / w, side / h)
-    return max(1, round(w * scale)), max(1, round(h * scale))
+    return letterbox_geometry(w, h, side, side)[1:]
 
 
 # -- decode + conversion ---------------------------------------------------------------------
@@ -79,20 +79,16 @@ def _pyav_source_frames(path: str) -> Any:
 
 
 def _pyav_letterbox_frames(path: str, size: tuple[int, int]) -> Any:
-    """Frames converted and scaled to ``size`` by libav's scaler in one step (one thread)."""
-    reformatter = VideoReformatter()
-    with av.open(path) as container:
-        stream = container.streams.video[0]
-        stream.codec_context.thread_count = 1
-        for frame in container.decode(stream):
-            yield reformatter.reformat(
-                frame,
-                width=size[0],
-                height=size[1],
-                format="bgr24",
-                interpolation="BILINEAR",
-                threads=1,
-            ).to_ndarray()
+    """Frames as the daemon converts them for a model: libav's scaler converting and scaling
+    to the letterbox size in one step (``PyAVPicture.image_for``; one decoder thread)."""
+    src = PyAVSource(CameraConfig(name="bench", url=path), CaptureConfig(decoder_threads=1))
+    src.open()
+    while (picture := src.read()) is not None:
+        image = picture.image_for((MODEL_SIZE, MODEL_SIZE))
+        assert isinstance(image, FittedImage), "PyAV pictures are fitted"
+        assert image.fitted.shape[1::-1] == size, (image.fitted.shape, size)
+        yield image.fitted
+    src.close()
 
 
 def decode_variants(path: str, size: tuple[int, int]) -> dict[str, Callable[[], np.ndarray]]:
