@@ -108,6 +108,20 @@ def test_detect_video_prints_one_object_per_frame(assets_dir: Path, tmp_path: Pa
     assert sum(1 for r in rows for d in r["detections"] if d["label"] == "bottle") >= 10
 
 
+def test_detect_says_which_video_it_cannot_open_and_goes_on(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video at all" * 100)
+    images = assets_dir / "images"
+    image = images / sorted(load_expected(images / "expected.jsonl"))[0]
+    config = str(detect_config(assets_dir, tmp_path))
+    proc = vidpipe("detect", "--config", config, str(broken), str(image))
+    assert proc.returncode != 0
+    assert f"cannot open video {broken}: " in proc.stderr, proc.stderr
+    assert [json.loads(line)["source"] for line in proc.stdout.splitlines()] == [image.name]
+
+
 def _config(assets_dir: Path, **model: str) -> dict:
     return {
         "model": {
