@@ -73,8 +73,10 @@ class InputBuffer:
             scale, _, _ = letterbox_geometry(image.width, image.height, w, h)
             return Letterbox(scale=scale, src_w=image.width, src_h=image.height)
         self.device = None
+        if isinstance(image, FittedImage) and image.fit != (w, h):
+            image = image.to_host()  # fitted for a model of another size (a reload changed it)
         if isinstance(image, FittedImage):
-            lb = self._fill_fitted(image)
+            lb = self._place_fitted(image)
         else:
             geometry = letterbox_geometry(image.shape[1], image.shape[0], w, h)
             new_size = geometry[1:]
@@ -84,16 +86,10 @@ class InputBuffer:
             hwc_to_chw_float(self.hwc, self.tensor[0], self.planes)
         return lb
 
-    def _fill_fitted(self, image: FittedImage) -> Letterbox:
-        """Copy a picture converted at this input's size into place (a model of another size:
-        letterbox the whole frame); the mapping is to the whole frame's pixels."""
+    def _place_fitted(self, image: FittedImage) -> Letterbox:
+        """Copy a picture converted at this input's letterbox size into place; the mapping is
+        to the whole frame's pixels."""
         h, w = self.hwc.shape[:2]
-        if image.fit != (w, h):
-            whole = image.to_host()
-            new_size = letterbox_geometry(image.width, image.height, w, h)[1:]
-            lb = letterbox_into(whole, self.hwc, pad=self.padded_for != new_size)
-            self.padded_for = new_size
-            return lb
         geometry = letterbox_geometry(image.width, image.height, w, h)
         new_size = geometry[1:]
         if image.fitted.shape[:2] != (new_size[1], new_size[0]):
