@@ -197,7 +197,7 @@ def _frames(path: Path, fit: tuple[int, int] | None) -> Iterator[tuple[int, Imag
         yield 0, np.asarray(img, np.uint8)
         return
     # decoder_threads 0: FFmpeg's own choice; a file read offline has no other camera to share
-    camera = CameraConfig(name=path.name, url=str(path))
+    camera = CameraConfig(name="detect", url=str(path))  # the name is for log lines only
     source = PyAVSource(camera, CaptureConfig(decoder_threads=0))
     try:
         source.open()

@@ -179,35 +179,27 @@ def bench_clip_1080p(videos: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.mark.timeout(30)
-def test_a_worker_feeding_a_model_converts_at_its_size_only(
-    rig: Rig, sources: list[PyAVSource], tmp_path: Path
+@pytest.mark.parametrize("at_model_size", [True, False])
+def test_a_worker_feeding_a_model_converts_at_its_size_unless_told_not_to(
+    rig: Rig, sources: list[PyAVSource], tmp_path: Path, at_model_size: bool
 ) -> None:
     clip = write_clip(tmp_path / "clip.mp4", "mpeg4", "yuv420p")
     rig.hub.fit = FIT
-    worker, states = rig.worker("cam", str(clip), "block")
+    capture = FAST.model_copy(update={"convert_at_model_size": at_model_size})
+    worker, states = rig.worker("cam", str(clip), "block", capture=capture)
     worker.start()
     states.wait_for(CameraState.STOPPED, 20)
     frames = rig.collector.wait_count("cam", 2 * STILL_FRAMES, 5)
-    assert all(isinstance(f.image, FittedImage) for f in frames)
-    assert (sources[0].fittings, sources[0].conversions) == (len(frames), 0)
     assert all((f.width, f.height) == (320, 240) for f in frames)
-    first = frames[0].image
-    assert isinstance(first, FittedImage) and first.fitted.shape == (312, 416, 3)
-
-
-@pytest.mark.timeout(30)
-def test_a_worker_told_to_convert_whole_frames_does(
-    rig: Rig, sources: list[PyAVSource], tmp_path: Path
-) -> None:
-    clip = write_clip(tmp_path / "clip.mp4", "mpeg4", "yuv420p")
-    rig.hub.fit = FIT
-    whole = FAST.model_copy(update={"convert_at_model_size": False})
-    worker, states = rig.worker("cam", str(clip), "block", capture=whole)
-    worker.start()
-    states.wait_for(CameraState.STOPPED, 20)
-    frames = rig.collector.wait_count("cam", 2 * STILL_FRAMES, 5)
-    assert all(isinstance(f.image, np.ndarray) and f.image.shape == (240, 320, 3) for f in frames)
-    assert (sources[0].fittings, sources[0].conversions) == (0, len(frames))
+    counts = (sources[0].fittings, sources[0].conversions)
+    if at_model_size:
+        assert counts == (len(frames), 0)
+        shapes = {f.image.fitted.shape for f in frames if isinstance(f.image, FittedImage)}
+        assert shapes == {(312, 416, 3)}, "every frame fitted: 320x240 * 1.3 into 416x416"
+    else:
+        assert counts == (0, len(frames))
+        whole = [f.image.shape for f in frames if isinstance(f.image, np.ndarray)]
+        assert whole == [(240, 320, 3)] * len(frames)
 
 
 def test_a_picture_converted_whole_already_is_handed_on_as_is(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_detect_matches_golden(assets_dir: Path, tmp_path: Path) -> None:
 def test_detect_video_prints_one_object_per_frame(assets_dir: Path, tmp_path: Path) -> None:
     import cv2
 
-    clip = tmp_path / "short.mp4"
+    clip = tmp_path / "short clip (1).mp4"  # not a valid camera name: detect must not care
     cap = cv2.VideoCapture(str(assets_dir / "videos" / "bottle-detection.mp4"))
     writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"mp4v"), 30, (640, 360))
     for _ in range(10):
