@@ -206,7 +206,7 @@ def _frames(path: Path, fit: tuple[int, int] | None) -> Iterator[tuple[int, Imag
     try:
         index = 0
         while (picture := source.read()) is not None:
-            yield index, picture.image() if fit is None else picture.image_for(fit)
+            yield index, picture.image_for(fit)
             index += 1
     finally:
         source.close()

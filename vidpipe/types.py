@@ -90,6 +90,13 @@ Image = npt.NDArray[np.uint8] | DeviceImage | FittedImage
 converted for the model only."""
 
 
+def image_size(image: Image) -> tuple[int, int]:
+    """``(width, height)`` of any ``Image`` in pixels (the whole frame's, for a fitted one)."""
+    if isinstance(image, np.ndarray):
+        return int(image.shape[1]), int(image.shape[0])
+    return image.width, image.height
+
+
 def host_image(image: Image) -> npt.NDArray[np.uint8]:
     """``image`` as a whole-frame host BGR array (downloads or converts it if need be)."""
     return image if isinstance(image, np.ndarray) else image.to_host()
@@ -123,13 +130,11 @@ class Frame:
 
     @property
     def height(self) -> int:
-        image = self.image
-        return int(image.shape[0]) if isinstance(image, np.ndarray) else image.height
+        return image_size(self.image)[1]
 
     @property
     def width(self) -> int:
-        image = self.image
-        return int(image.shape[1]) if isinstance(image, np.ndarray) else image.width
+        return image_size(self.image)[0]
 
 
 @dataclass(frozen=True, slots=True)

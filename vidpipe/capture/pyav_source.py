@@ -249,9 +249,7 @@ class PyAVSource:
         # scaler context for every frame and scale on every core, which cost 0.3 ms a frame
         # at 768x432 (``vidpipe bench --mode capture``). The array is a view of the
         # converted frame: no copy after the conversion.
-        bgr = self._reformatter.reformat(frame, format="bgr24", threads=1)
-        image = bgr.to_ndarray()
-        return image if image.flags.c_contiguous else np.ascontiguousarray(image)
+        return _array(self._reformatter.reformat(frame, format="bgr24", threads=1))
 
     def fit(self, frame: av.VideoFrame, fit: tuple[int, int]) -> FittedImage:
         """``frame`` converted to BGR at the size its letterbox has in a model input of
@@ -267,9 +265,9 @@ class PyAVSource:
         scaled = self._reformatter.reformat(
             frame, new_w, new_h, "bgr24", interpolation=fast, threads=1
         )
-        small: np.ndarray = scaled.to_ndarray()
-        fitted = small if small.flags.c_contiguous else np.ascontiguousarray(small)
-        return FittedImage(fitted, fit, int(frame.width), int(frame.height), WholeFrame(frame))
+        return FittedImage(
+            _array(scaled), fit, int(frame.width), int(frame.height), WholeFrame(frame)
+        )
 
     def _decode_next(self) -> None:
         """Demux one packet, tap it, decode it into ``_pending`` (sets ``_eof`` at the end)."""
@@ -362,8 +360,8 @@ class PyAVPicture:
             self._frame = None  # give the decoder's buffer back now
         return self._image
 
-    def image_for(self, fit: tuple[int, int]) -> np.ndarray | FittedImage:
-        if self._frame is None:  # converted whole already (a gate without a luma plane)
+    def image_for(self, fit: tuple[int, int] | None) -> np.ndarray | FittedImage:
+        if fit is None or self._frame is None:  # (or converted whole already, by the gate)
             return self.image()
         return self._source.fit(self._frame, fit)
 
@@ -388,10 +386,16 @@ class WholeFrame:
             if self._image is None:
                 assert self._frame is not None
                 # a scaler of its own: the source's belongs to the reader thread
-                image = self._frame.reformat(format="bgr24", threads=1).to_ndarray()
-                self._image = image if image.flags.c_contiguous else np.ascontiguousarray(image)
+                self._image = _array(self._frame.reformat(format="bgr24", threads=1))
                 self._frame = None
             return self._image
+
+
+def _array(converted: av.VideoFrame) -> np.ndarray:
+    """A converted frame as a contiguous array: a view of its pixels where the rows are not
+    padded, else one copy."""
+    image: np.ndarray = converted.to_ndarray()
+    return image if image.flags.c_contiguous else np.ascontiguousarray(image)
 
 
 def _fps(stream: Any) -> float | None:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.config.registry import CAPTURE_DECODERS
-from vidpipe.types import DeviceImage, FittedImage, Image
+from vidpipe.types import DeviceImage, FittedImage, Image, image_size
 
 REASONS = (
     "host_not_found",
@@ -177,9 +177,10 @@ class Picture(Protocol):
         call, the same object after it."""
         ...
 
-    def image_for(self, fit: tuple[int, int]) -> Image:
+    def image_for(self, fit: tuple[int, int] | None) -> Image:
         """The frame for a model whose input is ``fit`` (width, height): a ``FittedImage``
-        where the decoder converts and scales in one step, else ``image()``."""
+        where the decoder converts and scales in one step, else ``image()`` (also for None:
+        no model size known, or fitting switched off)."""
         ...
 
 
@@ -194,13 +195,11 @@ class ReadyPicture:
 
     @property
     def width(self) -> int:
-        image = self._image
-        return int(image.shape[1]) if isinstance(image, np.ndarray) else image.width
+        return image_size(self._image)[0]
 
     @property
     def height(self) -> int:
-        image = self._image
-        return int(image.shape[0]) if isinstance(image, np.ndarray) else image.height
+        return image_size(self._image)[1]
 
     def luma(self) -> Luma | None:
         return None
@@ -208,7 +207,7 @@ class ReadyPicture:
     def image(self) -> Image:
         return self._image
 
-    def image_for(self, fit: tuple[int, int]) -> Image:
+    def image_for(self, fit: tuple[int, int] | None) -> Image:
         return self._image
 
 

@@ -485,7 +485,7 @@ class CaptureWorker:
         if still_frames is None:
             return True  # the motion gate counted it as no_motion
         fit = self._mailbox.fit if self._defaults.convert_at_model_size else None
-        image = picture.image() if fit is None else picture.image_for(fit)
+        image = picture.image_for(fit)
         with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
             frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
