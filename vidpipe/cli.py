@@ -112,10 +112,34 @@ SWITCH_INTERVAL_ENV = "VIDPIPE_SWITCH_INTERVAL_MS"
 SWITCH_INTERVAL_MS = 5.0
 
 
+OPENCV_THREADS_ENV = "OPENCV_FOR_THREADS_NUM"  # OpenCV's own variable for its pool size
+
+
+def tune_opencv() -> bool:
+    """Run OpenCV's functions on the calling thread (no thread pool), unless
+    ``OPENCV_FOR_THREADS_NUM`` sets a pool size; returns whether it was set here.
+
+    OpenCV splits a call such as a resize or a blur over a pool of one thread per core, and
+    the pool's idle threads spin in ``sched_yield`` between calls. The daemon makes thousands
+    of small calls a second from many threads (the motion gate's grey copies, letterboxing),
+    which kept a pool thread spinning on a box the inference already fills: 45 gated RTSP
+    cameras on 2 cores, no inference, took 1.05-1.15 ms of process CPU per frame with the
+    pool and 0.82-0.87 ms without (``python -m benchmarks.rtsp_reader_cost``). The cameras
+    are the parallelism.
+    """
+    if OPENCV_THREADS_ENV in os.environ:
+        return False
+    import cv2
+
+    cv2.setNumThreads(1)
+    return True
+
+
 def tune_process() -> dict[str, bool]:
-    """``tune_malloc``, and the GIL's switch interval (``SWITCH_INTERVAL_MS``, unless
-    ``VIDPIPE_SWITCH_INTERVAL_MS`` says otherwise); before any thread starts."""
+    """``tune_malloc``, ``tune_opencv``, and the GIL's switch interval (``SWITCH_INTERVAL_MS``,
+    unless ``VIDPIPE_SWITCH_INTERVAL_MS`` says otherwise); before any thread starts."""
     applied = tune_malloc()
+    applied[OPENCV_THREADS_ENV] = tune_opencv()
     text = os.environ.get(SWITCH_INTERVAL_ENV)
     try:
         ms = float(text) if text else SWITCH_INTERVAL_MS
