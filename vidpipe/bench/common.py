@@ -34,6 +34,9 @@ VIDPIPE_VARIANTS: dict[str, dict[str, Any]] = {
     # the INT8 IR of ``--int8-model`` instead of the model (with the gate: the density)
     "vidpipe-int8": {},
     "vidpipe-motion-int8": {},
+    # OpenVINO's stream threads free to run on any core (they are pinned one to a core)
+    "vidpipe-nopin": {"cpu_pinning": False},
+    "vidpipe-motion-nopin": {"cpu_pinning": False},
     "vidpipe-nolive": {},  # the live view (default on, no viewer) switched off: see below
     "vidpipe-wholeframe": {},  # whole-frame conversion: see below
 }

@@ -62,6 +62,7 @@ CAMERA_VARIANTS["vidpipe-track-clips"] = {**CAMERA_VARIANTS["vidpipe-track"], "c
 # (``common.VIDPIPE_VARIANTS`` too)
 CAMERA_VARIANTS["vidpipe-motion-ppthread"] = CAMERA_VARIANTS["vidpipe-motion"]
 CAMERA_VARIANTS["vidpipe-motion-int8"] = CAMERA_VARIANTS["vidpipe-motion"]
+CAMERA_VARIANTS["vidpipe-motion-nopin"] = CAMERA_VARIANTS["vidpipe-motion"]
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
 #: must not lower throughput by more than 5 %; issue 16: clips by 3 %).
@@ -81,6 +82,8 @@ LABELS: dict[str, str] = {
     "vidpipe-motion-ppthread": "vidpipe, motion gate on, postprocessing on a thread of its own",
     "vidpipe-int8": "vidpipe on the INT8 model (--int8-model)",
     "vidpipe-motion-int8": "vidpipe on the INT8 model, motion gate on",
+    "vidpipe-nopin": "vidpipe, OpenVINO's threads not pinned to cores (A/B)",
+    "vidpipe-motion-nopin": "vidpipe, motion gate on, OpenVINO's threads not pinned (A/B)",
 }
 
 

@@ -64,6 +64,11 @@ class OpenVINOConfig(InferenceConfigBase):
         "than streams have frames)",
     )
     num_streams: int | None = Field(None, ge=1, description="override NUM_STREAMS")
+    cpu_pinning: bool | None = Field(
+        None,
+        description="pin each of OpenVINO's stream threads to one core (ENABLE_CPU_PINNING); "
+        "unset: OpenVINO's default (on, on Linux)",
+    )
     # Off by default: the conversion in the graph (u8 NHWC -> f32 NCHW by OpenVINO's
     # PrePostProcessor) cost OpenVINO's threads 0.6-0.8 ms a frame more than it saved the
     # scheduler on 2-core bf16 machines, where the channel split and widening in

@@ -247,6 +247,8 @@ class OpenVINOBackend:
             props["INFERENCE_PRECISION_HINT"] = cfg.precision
         if cfg.num_streams:
             props["NUM_STREAMS"] = cfg.num_streams
+        if cfg.cpu_pinning is not None:
+            props["ENABLE_CPU_PINNING"] = cfg.cpu_pinning
         try:
             return self._core.compile_model(model, cfg.device, props)
         except Exception as exc:
