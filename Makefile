@@ -29,14 +29,16 @@ CONFIG ?= configs/demo.yaml
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help setup system assets run test test-torch-cpu lint format bench bench-smoke soak \
-	clean distclean
+.PHONY: help setup system assets run test test-torch-cpu int8-speed lint format bench \
+	bench-smoke soak clean distclean
 
 help:
 	@echo "make run     set up, then start the daemon on $(CONFIG)"
 	@echo "make test    set up, then ruff, mypy and pytest (not soak, not gpu; GPU pre- and"
 	@echo "             postprocessing on CPU tensors where a CPU wheel of PyTorch is at hand)"
 	@echo "make setup   system packages (as root), $(VENV), assets"
+	@echo "             and ends with int8-speed"
+	@echo "make int8-speed  what an INT8 model (vidpipe optimize) saves per inference here"
 	@echo "make lint    ruff check, ruff format --check, mypy"
 	@echo "make format  apply ruff fixes and formatting"
 	@echo "make bench   the full benchmark into benchmarks/results (\$$BENCH_ARGS overrides)"
@@ -76,6 +78,7 @@ format: $(INSTALLED)
 test: setup lint
 	VIDPIPE_ASSETS="$(ASSETS)" $(PY) -m pytest -m "not soak and not gpu" $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-torch-cpu
+	$(MAKE) --no-print-directory int8-speed
 
 # The GPU decode, score filter and NMS against the CPU decoders, and the GPU letterbox against
 # the CPU one, on CPU tensors (tests/gpu/conftest.py: VIDPIPE_TORCH_DEVICE=cpu). Skipped, with
@@ -90,6 +93,24 @@ test-torch-cpu: setup
 	  echo "NOTICE: no CPU wheel of PyTorch ($(TORCH_CPU_WHEEL)) here: the GPU pre- and" \
 	    "postprocessing tests on CPU tensors did not run (scripts/gpu-tests.sh runs them on a GPU)"; \
 	fi
+
+# What INT8 is worth on this machine, printed last so that a test log ends with it. Not a test:
+# nothing is asserted, and a failure is a notice (the suite tests `vidpipe optimize` itself).
+# 60 frames calibrate a model of the same graph as 300 would, so its speed is the same; its
+# agreement figure is from few frames and the model is forced out: both are thrown away.
+INT8_CLIP := videos/one-by-one-person-detection.mp4
+int8-speed: setup
+	@echo "INT8 on this machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+	  "$$(nproc) cores, $$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' \
+	  | grep -xE 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile' | xargs)"
+	@tmp=$$(mktemp -d); \
+	if ! VIDPIPE_ASSETS="$(ASSETS)" $(BIN)/vidpipe optimize -c $(CONFIG) -o $$tmp/int8.xml \
+	    --clips "$(ASSETS)/$(INT8_CLIP)" --frames 60 --force --speed-seconds 10 \
+	    2>&1 | grep -E 'CPU per inference|^vidpipe optimize:'; then \
+	  echo "NOTICE: vidpipe optimize did not report this machine's INT8 speed"; \
+	else \
+	  echo "(the speeds are this machine's; the agreement is from 60 frames only)"; \
+	fi; rm -rf "$$tmp"
 
 # The bench extra's tools, installed here rather than by `pip install .[bench]`:
 # openvino-model-api pins opencv-python-headless~=4.0, so its dependencies would replace the
