@@ -35,9 +35,9 @@ BENCH_ARGS ?=
 help:
 	@echo "make run     set up, then start the daemon on $(CONFIG)"
 	@echo "make test    set up, then ruff, mypy and pytest (not soak, not gpu; GPU pre- and"
-	@echo "             postprocessing on CPU tensors where a CPU wheel of PyTorch is at hand)"
-	@echo "make setup   system packages (as root), $(VENV), assets"
+	@echo "             postprocessing on CPU tensors where a CPU wheel of PyTorch is at hand),"
 	@echo "             and ends with int8-speed"
+	@echo "make setup   system packages (as root), $(VENV), assets"
 	@echo "make int8-speed  what an INT8 model (vidpipe optimize) saves per inference here"
 	@echo "make lint    ruff check, ruff format --check, mypy"
 	@echo "make format  apply ruff fixes and formatting"

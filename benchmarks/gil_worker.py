@@ -15,7 +15,6 @@ window on the camera's own 1/fps grid (``t_capture - seq / fps``, less its minim
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import threading
 import time
@@ -30,7 +29,7 @@ from vidpipe.capture.nvdec_source import NvdecSource
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.handoff import FrameHub
-from vidpipe.metrics import CameraMetrics, Metrics
+from vidpipe.metrics import Metrics
 from vidpipe.types import Frame
 
 _PACKETS = 10_000  # a pass longer than any run: no rewind in the window
@@ -122,7 +121,7 @@ def _run(group_size: int, p: Params) -> dict[str, object]:
     for i in range(p.cameras):
         cam = CameraConfig(name=f"cam{i}", url=f"file:///fake/cam{i}.mp4", realtime=True)
         cm = metrics.camera(cam.name)
-        box = hub.add(cam.name, "newest", functools.partial(_overwritten, cm))
+        box = hub.add(cam.name, "newest", cm.overwritten)
         workers.append(CaptureWorker(cam, defaults, box, cm))
     taken: list[Frame] = []
     batches: list[float] = []
@@ -174,10 +173,6 @@ def _run(group_size: int, p: Params) -> dict[str, object]:
         "due_per_s": p.cameras * p.fps,
         "cpu_cores": round(cpu / wall, 2),
     }
-
-
-def _overwritten(cm: CameraMetrics, _frame: Frame) -> None:
-    cm.drop("overwritten")
 
 
 def _captured(workers: list[CaptureWorker]) -> int:

@@ -58,7 +58,7 @@ def reader_ms_per_frame(
     metrics = Metrics()
     hub = FrameHub()
     cm = metrics.camera("clip")
-    box = hub.add("clip", "block", lambda _f: cm.drop("overwritten"))
+    box = hub.add("clip", "block", cm.overwritten)
     cfg = CameraConfig.model_validate({"name": "clip", "url": str(clip), "loop": True, **camera})
     worker = CaptureWorker(cfg, CaptureConfig.model_validate(capture), box, cm)
     stop = threading.Event()

@@ -23,9 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from vidpipe.assets import default_assets_dir
 from vidpipe.bench.density import _proc_cpu_s, load_rtsp_module
@@ -52,10 +50,6 @@ def _thread_cpu_s(prefix: str) -> float:
     return total
 
 
-def _overwritten(camera_metrics: Any, _frame: Any) -> None:
-    camera_metrics.drop("overwritten")
-
-
 def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[str, float]:
     """CPU ms per frame (capture threads, process, server) of ``cameras`` gated RTSP cameras."""
     from vidpipe.capture import CaptureWorker
@@ -73,7 +67,7 @@ def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[s
             workers = []
             for k in range(cameras):
                 cm = metrics.camera(f"cam{k}")
-                box = hub.add(f"cam{k}", "newest", partial(_overwritten, cm))
+                box = hub.add(f"cam{k}", "newest", cm.overwritten)
                 cfg = CameraConfig.model_validate(
                     {"name": f"cam{k}", "url": server.url(f"cam{k}"), **GATED}
                 )

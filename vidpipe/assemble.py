@@ -42,7 +42,7 @@ from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
-from vidpipe.types import CameraState, Frame, FrameResult
+from vidpipe.types import CameraState, FrameResult
 from vidpipe.web import RouteInstaller, WebServer, build_app
 from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.live import LiveRoutes
@@ -347,12 +347,8 @@ class Pipeline:
     def start_camera(self, name: str) -> None:
         cam = next(c for c in self.cfg.cameras if c.name == name)
         cm = self.metrics.camera(name)
-
-        def dropped(_frame: Frame) -> None:
-            cm.drop("overwritten")
-
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
-        box = self.hub.add(name, "newest" if live else "block", dropped)
+        box = self.hub.add(name, "newest" if live else "block", cm.overwritten)
         self._boxes[name] = box
         nvdec_source.bind_camera_metrics(self.metrics, self.cfg, cam)
         worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)

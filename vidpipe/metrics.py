@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from vidpipe.types import CameraState
+from vidpipe.types import CameraState, Frame
 
 # Latency buckets in seconds: inference on a CPU is 5-100 ms, end to end up to seconds.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10)
@@ -50,6 +50,10 @@ class CameraMetrics:
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason].inc(n)
+
+    def overwritten(self, _frame: Frame) -> None:
+        """A capture mailbox's ``on_drop``: its frame was replaced before it was taken."""
+        self.drop("overwritten")
 
     def error(self, reason: str) -> None:
         self.metrics.camera_errors.labels(camera=self.name, reason=reason).inc()
