@@ -1,7 +1,7 @@
 """Read groups: one thread reads the frames of several paced NVDEC file cameras in turn.
 
 Why: with one reader thread per NVDEC camera, the batcher and completion threads wait behind
-dozens of camera threads for every GIL hand-over (README, "Frames on the GPU"). In the CPU
+dozens of camera threads for every GIL hand-over (docs/gpu-performance.md). In the CPU
 model of that contention (``python -m benchmarks.gil_handover``, 120 cameras on 2 cores) one
 thread per 8 cameras kept cameras on time and cut the batcher's p95 batch time about 3-6
 times, with vidpipe's own workers (``worker:8`` against ``worker:1``) too; a limit on how many

@@ -73,7 +73,7 @@ class OpenVINOConfig(InferenceConfigBase):
     # PrePostProcessor) cost OpenVINO's threads 0.6-0.8 ms a frame more than it saved the
     # scheduler on 2-core bf16 machines, where the channel split and widening in
     # ``hwc_to_chw_float`` take 0.07 ms; 7 of 8 paired points of ``vidpipe bench --contenders
-    # naive,vidpipe,vidpipe-f32nchw`` were faster without it (README "Performance").
+    # naive,vidpipe,vidpipe-f32nchw`` were faster without it (docs/performance.md).
     preprocess_in_graph: bool = Field(
         False,
         description="u8 NHWC input, the layout and u8->f32 conversion done by OpenVINO in the "
@@ -107,7 +107,7 @@ class OpenVINOConfig(InferenceConfigBase):
         latency hint at 1.8-1.9x its p95 latency, and the latency hint still ran 1.3-1.6x the
         frames of a loop that infers one frame at a time, at its p95 or less (``vidpipe bench
         --contenders naive,vidpipe,vidpipe-throughput --cameras 1``, 768x432 and 1080p,
-        README "Performance")."""
+        docs/performance.md)."""
         if self.hint != "auto":
             return self
         return self.model_copy(update={"hint": "latency" if cameras == 1 else "throughput"})
