@@ -1,0 +1,73 @@
+"""The documents point at files that exist.
+
+The README keeps the figures to expect and links to ``docs/performance.md`` and
+``docs/gpu-performance.md`` for the measurements behind them; those name their result files
+under ``benchmarks/results/``. A renamed result file or a moved document would leave a figure
+without its evidence, and nothing else would notice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [
+    "README.md",
+    "benchmarks/README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+]
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+RESULT = re.compile(r"`((?:benchmarks/)?results/[^`\s]+)`")
+# A result named without its folder, as the measurement paragraphs do once the folder is said:
+# ``density-2cpu-epyc-walkway-opencv1.*`` (every committed CPU result says its core count).
+BARE_RESULT = re.compile(r"`([\w{},*-]*-2cpu-[\w{},*.-]*)`")
+BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+def _expand(pattern: str) -> list[str]:
+    """``a-{x,y}.{json,md}`` -> the four names it stands for."""
+    parts = BRACES.split(pattern)
+    literals, choices = parts[0::2], [group.split(",") for group in parts[1::2]]
+    out = []
+    for picked in itertools.product(*choices):
+        text = literals[0]
+        for choice, literal in zip(picked, literals[1:], strict=True):
+            text += choice + literal
+        out.append(text)
+    return out
+
+
+def test_expand_names_every_combination() -> None:
+    assert _expand("r-{a,b}.{json,md}") == ["r-a.json", "r-a.md", "r-b.json", "r-b.md"]
+    assert _expand("plain.json") == ["plain.json"]
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_relative_links_resolve(name: str) -> None:
+    doc = ROOT / name
+    broken = [
+        target
+        for target in LINK.findall(doc.read_text())
+        if not target.startswith(("http://", "https://", "mailto:"))
+        and not (doc.parent / target).exists()
+    ]
+    assert not broken, f"{name}: links to missing files: {broken}"
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_named_result_files_exist(name: str) -> None:
+    text = (ROOT / name).read_text()
+    named = [n if n.startswith("benchmarks/") else "benchmarks/" + n for n in RESULT.findall(text)]
+    named += ["benchmarks/results/" + n for n in BARE_RESULT.findall(text)]
+    missing = []
+    for path in named:
+        for candidate in _expand(path.rstrip(".,;:")):
+            # `x.*` names every format of one result; a name may also stop at its stem.
+            stem = candidate if candidate.endswith("*") else candidate + "*"
+            if not list(ROOT.glob(candidate)) and not list(ROOT.glob(stem)):
+                missing.append(candidate)
+    assert not missing, f"{name}: names result files that do not exist: {missing}"
