@@ -71,3 +71,22 @@ def test_named_result_files_exist(name: str) -> None:
             if not list(ROOT.glob(candidate)) and not list(ROOT.glob(stem)):
                 missing.append(candidate)
     assert not missing, f"{name}: names result files that do not exist: {missing}"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_anchor_follows_githubs_rule() -> None:
+    assert _anchor("GPU inference (types `torch` and `tensorrt`)") == (
+        "gpu-inference-types-torch-and-tensorrt"
+    )
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
+def test_anchors_name_a_heading(name: str) -> None:
+    text = (ROOT / name).read_text()
+    headings = {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+    unknown = [a for a in re.findall(r"\]\(#([^)]+)\)", text) if a not in headings]
+    assert not unknown, f"{name}: links to headings that do not exist: {unknown}"
