@@ -28,8 +28,8 @@ from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
-from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import Frame
 
 _PACKETS = 10_000  # a pass longer than any run: no rewind in the window

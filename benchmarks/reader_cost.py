@@ -23,8 +23,8 @@ from pathlib import Path
 from vidpipe.assets import default_assets_dir
 from vidpipe.capture import CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub
 
 GATE: dict[str, object] = {"detect_fps": 5, "motion": {"enabled": True}}
 # every frame decoded, as before skipping existed

@@ -54,8 +54,8 @@ def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[s
     """CPU ms per frame (capture threads, process, server) of ``cameras`` gated RTSP cameras."""
     from vidpipe.capture import CaptureWorker
     from vidpipe.config import CameraConfig, CaptureConfig
-    from vidpipe.handoff import FrameHub
     from vidpipe.metrics import Metrics
+    from vidpipe.schedule.hub import FrameHub
 
     rtsp = load_rtsp_module()
     metrics, hub = Metrics(), FrameHub()

@@ -28,7 +28,6 @@ from vidpipe.capture import nvdec_source
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
 from vidpipe.config import Config, ConfigError, OpenVINOConfig, register_secrets
-from vidpipe.handoff import FrameHub, Mailbox
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.labels import Labels
@@ -37,7 +36,8 @@ from vidpipe.model import LoadedModel, camera_rules, open_model
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.reload import ConfigDiff, active_cameras, running_inference
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.hub import FrameHub, Mailbox
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView

@@ -26,7 +26,7 @@ from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
 from vidpipe.notify import Notifier, Reporter, watchdog_interval_s
 from vidpipe.reload import ConfigDiff, diff_configs, effective_config, with_http_port
-from vidpipe.scheduler import Scheduler
+from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
 from vidpipe.types import CameraState
 

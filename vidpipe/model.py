@@ -10,7 +10,7 @@ from vidpipe.infer.backends import build_backend
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.labels import Labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
-from vidpipe.scheduler import CameraRules
+from vidpipe.schedule.scheduler import CameraRules
 
 
 @dataclass

@@ -13,8 +13,8 @@ import pytest
 
 from vidpipe.capture import ALLOWED_TRANSITIONS, CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.handoff import FrameHub, Policy
 from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub, Policy
 from vidpipe.types import CameraState, Frame
 
 S = CameraState

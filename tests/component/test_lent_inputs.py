@@ -29,7 +29,7 @@ from vidpipe.postprocess.decode import DECODERS, DecodeParams
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
 from vidpipe.preprocess.letterbox import letterbox
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Detections, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(120)

@@ -24,8 +24,8 @@ from vidpipe.capture.group import ReadGroups
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
-from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import CameraState, DeviceImage, Frame
 
 W, H = 8, 6

@@ -27,8 +27,8 @@ from vidpipe.capture.nvdec_source import NvdecSource, check_nvdec, nv12_to_bgr
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig, Config
-from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import CameraState, DeviceImage, Frame
 
 W, H = 8, 6  # NV12: (H * 3 / 2, W)

@@ -12,13 +12,13 @@ import pytest
 
 from tests.precision import openvino_kwargs
 from vidpipe.config import OpenVINOConfig
-from vidpipe.handoff import FrameHub
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
 from vidpipe.preprocess import buffers
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.hub import FrameHub
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(60)

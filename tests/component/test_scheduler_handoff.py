@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.component.test_scheduler import make_engine
-from vidpipe.handoff import FrameHub, Mailbox
+from vidpipe.schedule.hub import FrameHub, Mailbox
 from vidpipe.types import Frame
 
 pytestmark = pytest.mark.timeout(60)

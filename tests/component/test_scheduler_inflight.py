@@ -14,7 +14,7 @@ import pytest
 from tests.component.test_scheduler import make_engine
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
-from vidpipe.scheduler import Scheduler
+from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.types import Frame
 
 pytestmark = pytest.mark.timeout(120)
@@ -76,7 +76,7 @@ def test_more_cameras_than_streams_queue_one_request_behind_them(assets_dir) -> 
 
 
 def test_a_camera_gone_quiet_no_longer_counts(assets_dir, monkeypatch) -> None:
-    import vidpipe.inflight as inflight
+    import vidpipe.schedule.inflight as inflight
 
     engine, backend, _ = _engine(assets_dir, OpenVINOConfig())
     try:

@@ -18,7 +18,7 @@ from tests.component.test_scheduler import make_engine
 from tests.precision import openvino_kwargs
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
-from vidpipe.scheduler import Scheduler
+from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,11 +23,11 @@ from tests.component.test_streamset_fake_gpu import (
 )
 from tests.fake_gpu import device_frame, tagged_frame
 from tests.lending import lend_and_submit
-from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DECODERS, DecodeParams
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.hub import FrameHub
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.types import (
     DeviceImage,
     Frame,

@@ -15,13 +15,13 @@ import pytest
 
 from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
 from tests.lending import lend_and_submit
-from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import BackendError, FatalDeviceError
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.preprocess.buffers import input_buffer
-from vidpipe.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.hub import FrameHub
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.types import Completion, Detections, Frame, FrameResult, TensorSpec
 
 pytestmark = pytest.mark.timeout(60)

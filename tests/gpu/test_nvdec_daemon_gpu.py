@@ -31,10 +31,10 @@ from tests.integration.conftest import DaemonProcess, free_port, metric, scrape,
 from tests.lending import lend_and_submit
 from vidpipe.capture import CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig, GpuConfig
-from vidpipe.handoff import FrameHub
 from vidpipe.metrics import Metrics
 from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_batch_into, nv12_letterbox_into
 from vidpipe.preprocess.letterbox import letterbox
+from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import CameraState, Completion, DeviceImage, Frame
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]

@@ -21,7 +21,7 @@ from tests.rtsp import RtspServer
 from vidpipe.config import Config
 from vidpipe.daemon import Daemon
 from vidpipe.notify import Notifier, Reporter
-from vidpipe.scheduler import Scheduler
+from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.types import Completion
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

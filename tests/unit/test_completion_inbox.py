@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from tests.component.capture_rig import wait_until
-from vidpipe.completions import CompletionInbox
-from vidpipe.handoff import FrameHub
+from vidpipe.schedule.completions import CompletionInbox
+from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import Completion
 
 

@@ -24,14 +24,14 @@ STAGES = (
     "vidpipe.track",
     "vidpipe.sinks",
     "vidpipe.web",
-    "vidpipe.scheduler",
-    "vidpipe.scheduler",
+    "vidpipe.schedule.scheduler",
+    "vidpipe.schedule.scheduler",
     "vidpipe.daemon",
     "vidpipe.assemble",
     "vidpipe.model",
     "vidpipe.cli",
     "vidpipe.bench",
-    "vidpipe.handoff",
+    "vidpipe.schedule.hub",
     "vidpipe.metrics",
 )
 # What config may import besides itself: modules that import nothing from vidpipe.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vidpipe.inflight import in_flight_cap
+from vidpipe.schedule.inflight import in_flight_cap
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tests.component.capture_rig import wait_until
-from vidpipe.handoff import FrameHub, Mailbox
-from vidpipe.turn_clock import TurnClock
+from vidpipe.schedule.hub import FrameHub, Mailbox
+from vidpipe.schedule.turn_clock import TurnClock
 from vidpipe.types import Frame
 
 MS = 0.001

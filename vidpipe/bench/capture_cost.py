@@ -181,8 +181,8 @@ def _opencv_first_frames(urls: list[str], timeout_s: float) -> float | None:
 def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict[str, Any]:
     """vidpipe's workers against OpenCV: start-up and recovery after a server restart."""
     from vidpipe.bench.density import load_rtsp_module
-    from vidpipe.handoff import FrameHub
     from vidpipe.metrics import Metrics
+    from vidpipe.schedule.hub import FrameHub
     from vidpipe.types import CameraState
 
     rtsp = load_rtsp_module()

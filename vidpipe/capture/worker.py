@@ -31,6 +31,7 @@ from typing import Any
 from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.group import GROUPS, group_size_of
+from vidpipe.capture.mailbox import FrameSink
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import Outcome, Session, check_transition, join_threads
@@ -46,7 +47,6 @@ from vidpipe.capture.source import (
 )
 from vidpipe.capture.tap import TapFeed
 from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.handoff import Mailbox
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
 from vidpipe.types import CameraState, DeviceImage, Frame
@@ -81,7 +81,7 @@ class CaptureWorker:
         self,
         camera: CameraConfig,
         defaults: CaptureConfig,
-        mailbox: Mailbox,
+        mailbox: FrameSink,
         metrics: CameraMetrics,
         *,
         on_state: StateCallback | None = None,

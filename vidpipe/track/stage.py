@@ -2,7 +2,7 @@
 
 ``TrackingStage`` is called with every ``FrameResult`` on the thread that postprocesses (the
 scheduler's on OpenVINO, else the postprocessing thread; one at a time, results of a camera in
-capture order: ``vidpipe.completions``), so per-camera state needs no lock. A camera
+capture order: ``vidpipe.schedule.completions``), so per-camera state needs no lock. A camera
 without tracking passes straight through. A failure in this step never loses the result: it
 is passed on without track ids and counted in ``vidpipe_tracking_errors_total``.
 """

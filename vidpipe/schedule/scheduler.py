@@ -14,7 +14,7 @@ to ``on_result`` in each camera's submission order: a result waits for the camer
 frames still in flight (at most ``pipeline_depth``). Stateful consumers such as the tracker
 rely on it.
 
-Requests in flight are capped by the cameras that have frames (``vidpipe.inflight``): one
+Requests in flight are capped by the cameras that have frames (``vidpipe.schedule.inflight``): one
 per OpenVINO stream, then requests queued behind them as cameras are added.
 
 The backend owns the input memory and lends it (``InferenceBackend``): the frame is
@@ -50,16 +50,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from vidpipe import inflight
-from vidpipe.completions import CompletionInbox
-from vidpipe.handoff import FrameHub
 from vidpipe.infer.base import FatalDeviceError, InferenceBackend
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DECODER_NAMES, DecodeParams, Decoder
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.buffers import InputBuffer
-from vidpipe.turn_clock import TurnClock
+from vidpipe.schedule import inflight
+from vidpipe.schedule.completions import CompletionInbox
+from vidpipe.schedule.hub import FrameHub
+from vidpipe.schedule.turn_clock import TurnClock
 from vidpipe.types import (
     Completion,
     Frame,
@@ -122,7 +122,8 @@ class Scheduler:
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
         # With a hub, the scheduler's thread postprocesses between submissions
-        # (``vidpipe.completions``); else, and always without a hub, a thread of its own does.
+        # (``vidpipe.schedule.completions``); else, and always without a hub, a thread of its
+        # own does.
         self.completions_on_scheduler = completions_on_scheduler
         self._init_flow_control(backend, time_turns)
         self._init_hand_off_state()

@@ -20,7 +20,7 @@ loop; docs/performance.md):
   out at once (decoding or decoded, not yet taken) across all block cameras; turns are given
   in the order they were asked for, so every camera still gets its share. A ``TurnClock``
   (``set_turn_clock``) also times them: a turn is given only when its frame, once decoded,
-  will be needed soon (``vidpipe.turn_clock``).
+  will be needed soon (``vidpipe.schedule.turn_clock``).
 * **Waking threads for nothing.** Every mailbox has its own condition (its reader is the only
   one that waits on it) and the scheduler has another, all on the hub's one lock: a ``put``
   wakes the scheduler, a ``take`` wakes the first reader in line. One condition shared by all
@@ -39,14 +39,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from vidpipe.capture.mailbox import Policy
 from vidpipe.types import Frame
 
 if TYPE_CHECKING:
-    from vidpipe.turn_clock import TurnClock
+    from vidpipe.schedule.turn_clock import TurnClock
 
-Policy = Literal["newest", "block"]
 
 # A turn that was given but led to no frame for this long (the reader failed, is backing off,
 # or skips decimated frames) stops counting against the limit: a camera in trouble must not
@@ -221,7 +221,7 @@ class FrameHub:
 
     def nudge(self) -> None:
         """End the scheduler's wait in ``take`` (or its next one): it has other work, a
-        completion to postprocess (``vidpipe.completions``). Any thread."""
+        completion to postprocess (``vidpipe.schedule.completions``). Any thread."""
         with self.lock:
             self._nudged = True
             if self._takers:

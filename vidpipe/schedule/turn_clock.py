@@ -173,7 +173,7 @@ class TurnClock:
         device's queue, where it keeps the streams busy, and with that many cameras the naive
         loop's own latency is longer than what the queue adds. Timed there, the streams idled
         5 % (0.93x the naive loop's fps at 8 cameras of 768x432 on 2 streams); untimed, 1.05x
-        at p95 0.85x its (``vidpipe.inflight``).
+        at p95 0.85x its (``vidpipe.schedule.inflight``).
         """
         with self._lock:
             if self.service_s is None or self.decode_s is None:
