@@ -10,6 +10,9 @@ Both sides are dicts in the ``expected.jsonl`` format::
     {"source": str, "width": int, "height": int,
      "detections": [{"class_id": int, "label": str, "score": float, "box": [x1, y1, x2, y2]}]}
 
+or v1 frame records, as ``vidpipe detect`` prints them: the same fields, with the image's file
+name in ``camera`` instead of ``source`` (``source_of``).
+
 The IoU here is deliberately written out again rather than imported from ``vidpipe``, so that
 the check does not share a bug with the code it checks.
 """
@@ -38,6 +41,12 @@ def iou(a: Sequence[float], b: Sequence[float]) -> float:
     inter = iw * ih
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
+
+
+def source_of(record: dict[str, Any]) -> str:
+    """The image a record is of: ``source`` in the golden file, ``camera`` in a v1 frame record
+    (``vidpipe detect`` names the camera after the input file)."""
+    return str(record.get("source", record.get("camera", "?")))
 
 
 def _matches(
@@ -76,10 +85,12 @@ def match_golden(
     Returns:
         One human-readable description per mismatch; empty when ``got`` passes.
     """
-    source = expected.get("source", "?")
-    problems = [
+    source = source_of(expected)
+    theirs = source_of(got)
+    problems = [f"{source}: source is {theirs!r}, expected {source!r}"] if theirs != source else []
+    problems += [
         f"{source}: {key} is {got.get(key)!r}, expected {expected[key]!r}"
-        for key in ("source", "width", "height")
+        for key in ("width", "height")
         if key in expected and got.get(key) != expected[key]
     ]
     gold, ours = expected["detections"], got["detections"]
@@ -97,13 +108,14 @@ def match_golden(
 
 
 def load_expected(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read an ``expected.jsonl`` file into ``{source: record}``."""
+    """Read an ``expected.jsonl`` file (or ``vidpipe detect``'s output) into
+    ``{source: record}``."""
     records: dict[str, dict[str, Any]] = {}
     with Path(path).open(encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 record = json.loads(line)
-                records[record["source"]] = record
+                records[source_of(record)] = record
     return records
 
 
@@ -143,7 +155,7 @@ def agree(
     Returns:
         One human-readable description per detection without a partner; empty when they agree.
     """
-    source = reference.get("source", got.get("source", "?"))
+    source = source_of(reference) if "source" in reference else source_of(got)
     frame = f" frame {got['frame']}" if "frame" in got else ""
     ours, theirs = got["detections"], reference["detections"]
     floor = sure if got_sure is None else got_sure

@@ -271,7 +271,7 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from vidpipe.assemble import detector
-    from vidpipe.sinks.record import detection_dicts
+    from vidpipe.sinks.record import encode, frame_record
     from vidpipe.types import Frame, FrameResult
 
     cfg = _detect_config(args)
@@ -293,18 +293,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
                 print(f"vidpipe detect: {exc}", file=sys.stderr)
                 status = EXIT_FAIL
             scheduler.stop(60.0)  # every frame of this input is through
+            # the v1 frame record, as the JSON lines sink writes it: one format, whoever writes
             for r in sorted(results, key=lambda r: r.seq):
-                print(
-                    json.dumps(
-                        {
-                            "source": r.camera,
-                            "frame": r.seq,
-                            "width": r.width,
-                            "height": r.height,
-                            "detections": detection_dicts(r),
-                        }
-                    )
-                )
+                print(encode(frame_record(r)).decode())
             results.clear()
     finally:
         scheduler.close()
@@ -373,7 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list the cameras each of N shards would run (vidpipe run --shard i/N)",
     )
     p.set_defaults(func=cmd_check)
-    p = sub.add_parser("detect", help="detect objects in images or video files, JSON lines out")
+    p = sub.add_parser(
+        "detect", help="detect objects in images or video files: v1 frame records, JSON lines"
+    )
     p.add_argument("--config", "-c")
     p.add_argument("--model")
     p.add_argument("--labels")

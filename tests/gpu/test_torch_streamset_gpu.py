@@ -64,8 +64,8 @@ def test_detect_matches_golden_torch_gpu(assets_dir: Path, tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [g["source"] for g in got] == names
-    problems = [p for g in got for p in match_golden(expected[g["source"]], g, **F32_MARGINS)]
+    assert [g["camera"] for g in got] == names
+    problems = [p for g in got for p in match_golden(expected[g["camera"]], g, **F32_MARGINS)]
     assert not problems, "\n".join(problems)
 
 

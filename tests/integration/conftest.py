@@ -145,9 +145,10 @@ def detect_offline(
     """``vidpipe detect`` on ``inputs`` at the suite's precision: the reference that the
     daemon's output is compared with (same model, same precision, same frames).
 
-    Returns one record per frame, in input then frame order, as ``detect`` prints them:
-    ``{"source", "frame", "width", "height", "detections"}``. The default threshold, 0.25, is
-    the partner score of the precision-free rule (tests/golden.py), below the daemon's 0.3.
+    Returns one record per frame, in input then frame order, as ``detect`` prints them: the
+    v1 frame record (``vidpipe.sinks.record``), the input's file name as its ``camera``. The
+    default threshold, 0.25, is the partner score of the precision-free rule (tests/golden.py),
+    below the daemon's 0.3.
     """
     models = assets_dir / "models"
     config = workdir / "offline.yaml"

@@ -69,10 +69,11 @@ def test_detect_matches_golden(assets_dir: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     got = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [g["source"] for g in got] == names
-    assert all(g["frame"] == 0 for g in got)
+    # v1 frame records (vidpipe.sinks.record), the image's file name as the camera
+    assert [g["camera"] for g in got] == names
+    assert all(g["v"] == 1 and g["frame"] == 0 and g["ts"].endswith("Z") for g in got)
     precision = effective_precision()
-    problems = [p for g in got for p in agree(expected[g["source"]], g)]
+    problems = [p for g in got for p in agree(expected[g["camera"]], g)]
     assert not problems, f"precision {precision}, precision-free rule:\n" + "\n".join(problems)
     if precision != GOLDEN_PRECISION:
         return
@@ -82,7 +83,7 @@ def test_detect_matches_golden(assets_dir: Path, tmp_path: Path) -> None:
     problems = [
         p
         for g in at_threshold
-        for p in match_golden(expected[g["source"]], g, **SAME_PRECISION_MARGINS)
+        for p in match_golden(expected[g["camera"]], g, **SAME_PRECISION_MARGINS)
     ]
     assert not problems, f"precision {precision}, README rule:\n" + "\n".join(problems)
 
@@ -119,7 +120,7 @@ def test_detect_says_which_video_it_cannot_open_and_goes_on(
     proc = vidpipe("detect", "--config", config, str(broken), str(image))
     assert proc.returncode != 0
     assert f"cannot open video {broken}: " in proc.stderr, proc.stderr
-    assert [json.loads(line)["source"] for line in proc.stdout.splitlines()] == [image.name]
+    assert [json.loads(line)["camera"] for line in proc.stdout.splitlines()] == [image.name]
 
 
 def _config(assets_dir: Path, **model: str) -> dict:

@@ -95,6 +95,15 @@ def test_rule_rejects_other_image(key, value):
     assert any(key in p for p in match_golden(EXPECTED, got))
 
 
+def test_rule_reads_the_v1_frame_record_of_vidpipe_detect():
+    # detect prints v1 frame records: the image's name is the record's camera
+    got = got_with()
+    got["camera"] = got.pop("source")
+    assert match_golden(EXPECTED, got) == []
+    got["camera"] = "b.jpg"
+    assert any("source" in p for p in match_golden(EXPECTED, got))
+
+
 def test_threshold_parameter_moves_the_band():
     # At 0.54 the 0.55 car is within 0.02 of the threshold: no longer required.
     assert match_golden(EXPECTED, got_with(lambda d: d.pop(1)), threshold=0.54) == []
