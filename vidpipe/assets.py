@@ -18,13 +18,13 @@ import http.client
 import logging
 import os
 import sys
-import tempfile
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from vidpipe import __version__
+from vidpipe.fileio import replacing
 
 log = logging.getLogger(__name__)
 
@@ -236,26 +236,22 @@ def _download(asset: Asset, target: Path, timeout_s: float) -> None:
     """Download ``asset`` to ``target`` atomically, verifying its sha256 first."""
     target.parent.mkdir(parents=True, exist_ok=True)
     request = urllib.request.Request(asset.url, headers={"User-Agent": f"vidpipe/{__version__}"})
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
     try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            while chunk := resp.read(_CHUNK_BYTES):
-                digest.update(chunk)
-                out.write(chunk)
-        actual = digest.hexdigest()
-        if actual != asset.sha256:
-            raise AssetError(
-                f"{asset.path}: sha256 mismatch for download from {asset.url}\n"
-                f"    expected {asset.sha256}\n    actual   {actual}"
-            )
-        tmp.chmod(0o644)  # mkstemp creates 0600; assets are not secrets
-        os.replace(tmp, target)
+        with replacing(target) as tmp:  # removed on any error: no half or wrong file is left
+            digest = hashlib.sha256()
+            with tmp.open("wb") as out, urllib.request.urlopen(request, timeout=timeout_s) as resp:
+                while chunk := resp.read(_CHUNK_BYTES):
+                    digest.update(chunk)
+                    out.write(chunk)
+            actual = digest.hexdigest()
+            if actual != asset.sha256:
+                raise AssetError(
+                    f"{asset.path}: sha256 mismatch for download from {asset.url}\n"
+                    f"    expected {asset.sha256}\n    actual   {actual}"
+                )
+            tmp.chmod(0o644)  # readable to all whatever the umask: assets are not secrets
     except (OSError, http.client.HTTPException) as exc:  # URLError and HTTPError are OSErrors
         raise AssetError(f"{asset.path}: download from {asset.url} failed: {exc}") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _project_root(start: Path) -> Path | None:

@@ -12,10 +12,19 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+#: Every temporary name starts so: a directory's owner (the clip store) recognizes and removes
+#: what a crash left, and never lists or serves it.
+TMP_PREFIX = ".tmp-"
+
 
 def temporary_name(path: Path) -> Path:
-    """A hidden name beside ``path``, unique per process and thread."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    """A hidden name beside ``path``, unique per process and thread: ``.tmp-<name>.<pid>.<tid>``."""
+    return path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{threading.get_ident()}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is a temporary one (``temporary_name``), finished or not."""
+    return name.startswith(TMP_PREFIX)
 
 
 @contextlib.contextmanager

@@ -3,8 +3,8 @@
 An engine only runs on the TensorRT version and GPU it was built for, with the profile it was
 built with. The key holds all of it: the model's sha256, the TensorRT version, the GPU's name
 and compute capability, the precision and the batch profile (and the input rewrite version).
-Files are written atomically (temporary file + rename) with a JSON sidecar that states the
-key in words. A file the runtime refuses (it returns None) is rebuilt by the caller.
+Files are written atomically (``vidpipe.fileio``) with a JSON sidecar that states the key in
+words. A file the runtime refuses (it returns None) is rebuilt by the caller.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from vidpipe.fileio import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ class EngineCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path_for(model_stem, key)
         meta = {"key": asdict(key), "size": len(data)}
-        _atomic_write(path, data)
-        _atomic_write(path.with_suffix(".json"), json.dumps(meta, indent=1).encode())
+        write_atomic(path, data)
+        write_atomic(path.with_suffix(".json"), json.dumps(meta, indent=1).encode())
         return path
 
     def discard(self, model_stem: str, key: EngineKey) -> None:
@@ -90,14 +90,3 @@ class EngineCache:
         path = self.path_for(model_stem, key)
         for p in (path, path.with_suffix(".json")):
             p.unlink(missing_ok=True)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,16 +1,14 @@
 """Snapshot sink: annotated JPEGs of frames with detections, rate-limited per camera.
 
 Layout: ``<dir>/<safe camera>/<safe camera>-<seq>.jpg`` plus ``<dir>/<safe camera>/latest.jpg``,
-each written atomically (temporary file, then ``os.replace``), so a reader never sees half a
-JPEG. Only the newest ``keep_last`` numbered files of a camera are kept.
+each written atomically (``vidpipe.fileio.write_atomic``), so a reader never sees half a JPEG.
+Only the newest ``keep_last`` numbered files of a camera are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vidpipe.fileio import write_atomic
 from vidpipe.labels import Labels
 from vidpipe.sinks.paths import safe_join, safe_name
 from vidpipe.types import ClipEvent, Detections, FrameResult, host_image
@@ -36,24 +35,6 @@ class _CameraFiles:
     safe: str
     directory: Path
     files: deque[Path] = field(default_factory=deque)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory.
-
-    The temporary name is unique per process and thread; the file gets the usual ``0666 &
-    ~umask`` mode (``mkstemp`` would make it ``0600``, unreadable to a web server).
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 class SnapshotSink:
@@ -126,8 +107,8 @@ class SnapshotSink:
         data = self._encode(host_image(result.image), result)
         cam.directory.mkdir(parents=True, exist_ok=True)
         path = cam.directory / f"{cam.safe}-{result.seq}.jpg"
-        atomic_write(path, data)
-        atomic_write(cam.directory / LATEST_NAME, data)
+        write_atomic(path, data)
+        write_atomic(cam.directory / LATEST_NAME, data)
         self._last_t[result.camera] = result.t_capture
         self._prune(cam, path)
 
@@ -138,7 +119,7 @@ class SnapshotSink:
                 cam.directory.mkdir(parents=True, exist_ok=True)
                 data = Path(event.crop_file).read_bytes()
                 path = cam.directory / f"{cam.safe}-clip-{event.clip_id}.jpg"
-                atomic_write(path, data)
+                write_atomic(path, data)
                 self._prune(cam, path)  # keep_last counts crops too
 
     def close(self) -> None:
