@@ -26,6 +26,7 @@ from vidpipe.clips.store import clip_file, recent, stored_clips
 from vidpipe.config import CameraConfig, CaptureConfig, ClipsConfig
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
+from vidpipe.sinks.record import clip_record
 from vidpipe.types import Detections, FrameResult, TrackEvent
 
 PERSON = "one-by-one-person-detection"
@@ -180,6 +181,14 @@ def test_clip_event_rides_on_the_cameras_next_result(tmp_path: Path, walkway: An
     assert (clip.clip_id, clip.tracker_ids, clip.size) == (side["id"], (7,), side["size"])
     assert clip.url == f"/clips/walkway/{side['id']}.mp4"
     assert clip.crop_url == f"/clips/walkway/{side['id']}.t7.jpg"
+    # the sidecar: the record the sinks got, then what only the files tell
+    record = clip_record(clip)
+    assert list(side)[: len(record)] == list(record) and {k: side[k] for k in record} == record
+    extras = {"file", "packets", "closed_by", "triggers", "triggers_total", "crops"}
+    assert set(side) - set(record) == extras
+    # it lasts what the stream's timestamps say, from the keyframe at 8 s (10 - pre_s) on
+    duration, _ = probe(rig.dir / side["file"])
+    assert abs(side["duration_s"] - duration) < 0.15
 
 
 @pytest.mark.timeout(90)

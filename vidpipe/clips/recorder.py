@@ -358,35 +358,18 @@ class ClipRecorder:
     def _write(self, job: ClipJob) -> None:
         t0 = time.monotonic()
         try:
-            sidecar = write_clip(job)
+            event = write_clip(job)
         except ClipWriteError as exc:
             self._failed(job, exc)
             return
         self._metrics.clip_write_seconds.observe(time.monotonic() - t0)
         self._metrics.clips_written.labels(camera=job.camera).inc()
-        crops = sidecar["crops"]
-        base = f"/clips/{job.camera}/{job.clip_id}"
-        event = ClipEvent(
-            camera=job.camera,
-            seq=job.seq,
-            wall_time=time.time(),
-            clip_id=job.clip_id,
-            start=sidecar["start_unix"],
-            end=sidecar["end_unix"],
-            url=base + ".mp4",
-            label=job.classes[0] if job.classes else "",
-            classes=tuple(job.classes),
-            tracker_ids=tuple(job.tracker_ids),
-            size=sidecar["size"],
-            crop_url=f"/clips/{job.camera}/{crops[0]['file']}" if crops else None,
-            crop_file=str(job.camera_dir / crops[0]["file"]) if crops else None,
-        )
         log.info(
             "camera %s: clip %s written (%.1f s, %d bytes, %s)",
             job.camera,
             job.clip_id,
-            sidecar["duration_s"],
-            sidecar["size"],
+            event.end - event.start,
+            event.size,
             job.closed_by,
         )
         with self._lock:

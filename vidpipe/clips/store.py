@@ -1,9 +1,10 @@
 """Clips on disk: ``<dir>/<camera>/<id>.mp4``, its crops ``<id>.t<track>.jpg`` and ``<id>.json``.
 
-Every file is written under a temporary name (``.tmp-...``) and renamed when complete; the
-sidecar comes last, and only clips with a sidecar are listed or served, so a clip cut short by a
-crash is never seen. ``clean_temp`` removes such leftovers at start-up; ``enforce`` applies the
-retention limits, the oldest clip first.
+Every file is written under a temporary name (``.tmp-...``, ``vidpipe.fileio``) and renamed
+when complete; the sidecar comes last, and only clips with a sidecar are listed or served, so a
+clip cut short by a crash is never seen. ``clean_temp`` removes such leftovers at start-up;
+``enforce`` applies the retention limits, the oldest clip first. A sidecar is the clip's v1
+record plus its files' details (``vidpipe.clips.writer.write_clip``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TMP_PREFIX = ".tmp-"
+from vidpipe.fileio import is_temporary
+
 CLIP_ID = re.compile(r"\d{8}-\d{6}-\d{3}(?:-\d{1,4})?")
 #: A file a clip consists of: its MP4, its sidecar, its crops (``<id>.t<track>.jpg``).
 CLIP_FILE = re.compile(
@@ -37,19 +39,6 @@ def clip_id(wall_time: float, taken: set[str] | None = None) -> str:
     return cid
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` through a temporary file in the same directory, then a rename."""
-    tmp = path.with_name(TMP_PREFIX + path.name)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
 def clean_temp(camera_dir: Path) -> int:
     """Remove what a crash during a write left: temporary files, and the files of a clip whose
     sidecar was never written. How many files were removed."""
@@ -61,7 +50,7 @@ def clean_temp(camera_dir: Path) -> int:
         }
         for name in names:
             m = CLIP_FILE.fullmatch(name)
-            if name.startswith(TMP_PREFIX) or (m is not None and m["id"] not in complete):
+            if is_temporary(name) or (m is not None and m["id"] not in complete):
                 with contextlib.suppress(FileNotFoundError):
                     (camera_dir / name).unlink()
                     n += 1

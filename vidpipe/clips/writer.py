@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,9 @@ import numpy.typing as npt
 
 from vidpipe.capture.remux import write_mp4
 from vidpipe.clips.ring import Segment
-from vidpipe.clips.store import TMP_PREFIX, write_atomic
-from vidpipe.sinks.record import SCHEMA_VERSION, iso_utc
+from vidpipe.fileio import replacing, write_atomic
+from vidpipe.sinks.record import clip_record
+from vidpipe.types import ClipEvent
 
 
 @dataclass(slots=True)
@@ -75,33 +75,44 @@ def failure_reason(exc: BaseException) -> str:
     return "write_error"
 
 
-def write_clip(job: ClipJob) -> dict[str, Any]:
+def write_clip(job: ClipJob) -> ClipEvent:
     """Write the clip's MP4, crops and sidecar; the sidecar (what lists the clip) comes last.
 
+    The sidecar is the clip's v1 record (``vidpipe.sinks.record.clip_record``, what the sinks
+    announce) plus what only the files tell: ``file`` (the MP4's name), ``packets``,
+    ``closed_by``, ``triggers`` (each with its ``offset_s`` in the file), ``triggers_total``
+    and ``crops``.
+
     Returns:
-        The sidecar.
+        The clip's event, as the sidecar records it.
 
     Raises:
         ClipWriteError: nothing of the clip is left on disk.
     """
     d = job.camera_dir
     mp4 = d / f"{job.clip_id}.mp4"
-    tmp = d / f"{TMP_PREFIX}{job.clip_id}.mp4"
     written: list[Path] = []
     try:
         d.mkdir(parents=True, exist_ok=True)
-        n = write_mp4(tmp, job.segment.params, job.segment.packets)
-        if n == 0:
-            raise ClipWriteError("no_keyframe", "no keyframe among the clip's packets")
-        os.replace(tmp, mp4)
+        with replacing(mp4) as tmp:
+            if write_mp4(tmp, job.segment.params, job.segment.packets) == 0:
+                raise ClipWriteError("no_keyframe", "no keyframe among the clip's packets")
         written.append(mp4)
         crops = _write_crops(job, written)
-        sidecar = _sidecar(job, mp4.stat().st_size, crops)
-        side = d / f"{job.clip_id}.json"
-        write_atomic(side, json.dumps(sidecar, indent=1).encode())
-        return sidecar
+        event = _clip_event(job, mp4.stat().st_size, crops)
+        sidecar = {
+            **clip_record(event),
+            "file": mp4.name,
+            "packets": len(job.segment.packets),
+            "closed_by": job.closed_by,
+            "triggers": job.triggers,
+            "triggers_total": job.triggers_total,
+            "crops": crops,
+        }
+        write_atomic(d / f"{job.clip_id}.json", json.dumps(sidecar, indent=1).encode())
+        return event
     except BaseException as exc:
-        for p in [tmp, *written]:
+        for p in written:
             with contextlib.suppress(OSError):
                 p.unlink()
         if isinstance(exc, ClipWriteError):
@@ -134,27 +145,24 @@ def _write_crops(job: ClipJob, written: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def _sidecar(job: ClipJob, size: int, crops: list[dict[str, Any]]) -> dict[str, Any]:
+def _clip_event(job: ClipJob, size: int, crops: list[dict[str, Any]]) -> ClipEvent:
+    """The clip's event. It ends ``duration`` after its first packet: the stream's timestamps
+    say how long the file plays, where the last packet's arrival time jitters."""
     seg = job.segment
     start = seg.t_start + job.wall_offset
-    end = seg.t_end + job.wall_offset
-    return {
-        "v": SCHEMA_VERSION,
-        "id": job.clip_id,
-        "camera": job.camera,
-        "file": f"{job.clip_id}.mp4",
-        "start": iso_utc(start),
-        "end": iso_utc(end),
-        "start_unix": round(start, 3),
-        "end_unix": round(end, 3),
-        "duration_s": round(seg.duration, 3),
-        "size": size,
-        "packets": len(seg.packets),
-        "closed_by": job.closed_by,
-        "triggers": job.triggers,
-        "triggers_total": job.triggers_total,
-        "classes": job.classes,
-        "tracker_ids": job.tracker_ids,
-        "crops": crops,
-        "written": iso_utc(time.time()),
-    }
+    base = f"/clips/{job.camera}/"
+    return ClipEvent(
+        camera=job.camera,
+        seq=job.seq,
+        wall_time=time.time(),
+        clip_id=job.clip_id,
+        start=start,
+        end=start + seg.duration,
+        url=f"{base}{job.clip_id}.mp4",
+        label=job.classes[0] if job.classes else "",
+        classes=tuple(job.classes),
+        tracker_ids=tuple(job.tracker_ids),
+        size=size,
+        crop_url=base + crops[0]["file"] if crops else None,
+        crop_file=str(job.camera_dir / crops[0]["file"]) if crops else None,
+    )

@@ -48,19 +48,21 @@ class ClipRoutes:
         return web.json_response(await asyncio.to_thread(self.listing))
 
     def listing(self) -> dict[str, Any]:
-        """``{"cameras": [{"name", "clips": [...]}]}``: sidecars, newest first, with URLs."""
+        """``{"cameras": [{"name", "clips": [...]}]}``: each camera's sidecars, newest first.
+
+        A sidecar is the clip's v1 record (``url``, ``crop_url`` included) plus its files'
+        details; one written before sidecars held the record gets its URLs here.
+        """
         cameras = []
         for name, camera_dir in self.camera_dirs().items():
             clips = []
             for side in recent(camera_dir, RECENT_CLIPS):
                 base = f"/clips/{name}/"
                 crops = side.get("crops") or []
-                clips.append(
-                    {
-                        **side,
-                        "url": base + str(side.get("file")),
-                        "crop_url": base + crops[0]["file"] if crops else None,
-                    }
-                )
+                urls = {
+                    "url": base + str(side.get("file")),
+                    "crop_url": base + crops[0]["file"] if crops else None,
+                }
+                clips.append({**urls, **side})
             cameras.append({"name": name, "clips": clips})
         return {"cameras": cameras}

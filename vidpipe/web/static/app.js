@@ -99,7 +99,7 @@ function clipFigure(clip) {
   } else {
     crop.remove();
   }
-  const when = new Date(clip.start_unix * 1000).toLocaleTimeString();
+  const when = new Date(clip.start).toLocaleTimeString(); // RFC 3339, as in every record
   const tracks = clip.tracker_ids.length ? " #" + clip.tracker_ids.join(", #") : "";
   fig.querySelector(".what").textContent =
     when + " · " + clip.duration_s.toFixed(1) + " s · " + (clip.classes.join(", ") || "–") + tracks;
