@@ -118,19 +118,6 @@ def histogram_buckets(text: str, name: str, **labels: str) -> dict[float, float]
     return out
 
 
-def quantile_between(before: dict[float, float], after: dict[float, float], q: float) -> float:
-    """Upper bound of the bucket holding quantile ``q`` of the observations made between two
-    scrapes (an over-estimate by at most one bucket). ``nan`` if nothing was observed."""
-    delta = {le: after.get(le, 0.0) - before.get(le, 0.0) for le in sorted(after)}
-    total = delta.get(float("inf"), 0.0)
-    if total <= 0:
-        return float("nan")
-    for le in sorted(delta):
-        if delta[le] >= q * total:
-            return le
-    return float("inf")
-
-
 def scrape_soon(port: int) -> str:
     """``scrape``, but "" while the daemon is still starting (connection refused)."""
     try:

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from vidpipe.metrics import Metrics
+from vidpipe.quantiles import quantile_of
 from vidpipe.sinks.record import detection_dicts
 from vidpipe.sinks.snapshot import DrawFn
 from vidpipe.types import FrameResult, host_image
@@ -166,12 +167,10 @@ class LiveView:
         fps = 0.0
         if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
             fps = (len(recent) - 1) / (recent[-1][0] - recent[0][0])
-        p95 = None
-        if recent:
-            p95 = round(float(np.percentile([lat for _, lat in recent], 95)) * 1000.0, 1)
+        p95 = quantile_of((lat for _, lat in recent), 0.95)
         return {
             "fps_out": round(fps, 2),
-            "latency_p95_ms": p95,
+            "latency_p95_ms": None if p95 is None else round(p95 * 1000.0, 1),
             "last_detections": [] if with_detections is None else detection_dicts(with_detections),
             "last_detection_time": None if with_detections is None else with_detections.wall_time,
             "last_result_age_s": None if latest is None else round(now - latest.t_done, 3),
