@@ -1,37 +1,41 @@
 """The package's import graph, read with ``ast`` (nothing is imported).
 
-Two rules of the layout: ``vidpipe.config`` sits at the bottom (it imports no stage), and no
-import cycle runs through module-level imports. Imports inside functions are deferred on
-purpose (heavy packages, or the assembly reaching down at call time) and do not take part in
-the cycle check; imports under ``if TYPE_CHECKING:`` are never executed and are skipped too.
+Two rules of the layout: ``vidpipe.config`` sits at the bottom (it imports no stage), and there
+is no import cycle. Imports inside functions count for both: they are deferred (heavy packages,
+the assembly reaching down at call time) but they still run, and one that closes a cycle means
+the helper it fetches belongs lower down. Imports under ``if TYPE_CHECKING:`` never run and are
+skipped.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from pathlib import Path
 
 import vidpipe
 
 PACKAGE_DIR = Path(vidpipe.__file__).parent
 
-# Everything above config in the pipeline, and the pieces that assemble and run it.
+# Everything above config in the pipeline, and the pieces that assemble and run it (a package
+# stands for its modules).
 STAGES = (
     "vidpipe.capture",
     "vidpipe.preprocess",
+    "vidpipe.schedule",
     "vidpipe.infer",
     "vidpipe.postprocess",
     "vidpipe.track",
+    "vidpipe.clips",
     "vidpipe.sinks",
     "vidpipe.web",
-    "vidpipe.schedule.scheduler",
-    "vidpipe.schedule.scheduler",
     "vidpipe.daemon",
     "vidpipe.assemble",
+    "vidpipe.reload",
     "vidpipe.model",
     "vidpipe.cli",
     "vidpipe.bench",
-    "vidpipe.schedule.hub",
+    "vidpipe.optimize",
     "vidpipe.metrics",
 )
 # What config may import besides itself: modules that import nothing from vidpipe.
@@ -50,18 +54,25 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_pkg: bool) -> list[str]:
-    """The vidpipe modules an import statement names (``from a import b``: ``a.b`` if that
-    is a module, else ``a``)."""
+def _targets(
+    node: ast.Import | ast.ImportFrom, module: str, is_pkg: bool, modules: Collection[str]
+) -> set[str]:
+    """The vidpipe modules an import statement names.
+
+    ``from a import b`` names the module ``a.b`` when there is one (``from vidpipe import
+    fileio``), else ``a`` (``from vidpipe.types import Frame``): the module the name is read
+    from, so that a submodule taken from its package is an edge to it, not to the package.
+    """
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
+        return {a.name for a in node.names} & set(modules)
     if node.level:
         base = module.split(".")
         base = base[: len(base) - node.level + (1 if is_pkg else 0)]
         prefix = ".".join(base + ([node.module] if node.module else []))
     else:
         prefix = node.module or ""
-    return [prefix, *(f"{prefix}.{a.name}" for a in node.names)]
+    named = (f"{prefix}.{a.name}" for a in node.names)
+    return {m if m in modules else prefix for m in named} & set(modules)
 
 
 def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -77,7 +88,7 @@ def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
                     visit(sub, module, is_pkg, in_function)
                 continue
             if isinstance(child, ast.Import | ast.ImportFrom):
-                found = {t for t in _targets(child, module, is_pkg) if t in files}
+                found = _targets(child, module, is_pkg, files)
                 (deferred if in_function else top)[module].update(found - {module})
                 continue
             nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
@@ -86,10 +97,14 @@ def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     for module, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         visit(tree, module, path.name == "__init__.py", False)
-    for module in files:  # "from vidpipe import x" names the package itself: not an edge
-        top[module].discard("vidpipe")
-        deferred[module].discard("vidpipe")
     return top, deferred
+
+
+def whole_graph() -> dict[str, set[str]]:
+    """Module-level and function-level imports together: a deferred import still runs, and
+    one that closes a cycle means the helper it fetches belongs lower down."""
+    top, deferred = import_graph()
+    return {m: top[m] | deferred[m] for m in top}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -141,13 +156,19 @@ def _is_stage(module: str) -> bool:
     return any(module == s or module.startswith(s + ".") for s in STAGES)
 
 
+def test_stages_name_modules_once() -> None:
+    """A stage moved or renamed must be renamed here too, or the rule above checks nothing."""
+    top, _ = import_graph()
+    assert len(set(STAGES)) == len(STAGES), STAGES
+    assert [s for s in STAGES if s not in top] == []
+
+
 def test_config_imports_no_stage() -> None:
     """Config reaches only itself and leaf utilities (an allow-list: a new stage is caught
-    without being listed), and none of the stages by name."""
-    top, deferred = import_graph()
-    config_modules = [m for m in top if m == "vidpipe.config" or m.startswith("vidpipe.config.")]
+    without being listed), and none of the stages by name, counting function-level imports."""
+    both = whole_graph()
+    config_modules = [m for m in both if m == "vidpipe.config" or m.startswith("vidpipe.config.")]
     assert config_modules, "vidpipe.config not found"
-    both = {m: top[m] | deferred[m] for m in top}
     for module in config_modules:
         reached = _reachable(both, module)
         stages = sorted(m for m in reached if _is_stage(m))
@@ -159,8 +180,10 @@ def test_config_imports_no_stage() -> None:
 
 
 def test_no_import_cycles() -> None:
+    """None at module level, none counting the imports inside functions."""
     top, _ = import_graph()
     assert find_cycles(top) == []
+    assert find_cycles(whole_graph()) == []
 
 
 def test_detector_finds_a_cycle() -> None:
@@ -174,14 +197,33 @@ def test_graph_sees_relative_and_deferred_imports() -> None:
     assert "vidpipe.config" in top["vidpipe.cli"]
     assert "vidpipe.daemon" in deferred["vidpipe.cli"]
     assert "vidpipe.daemon" not in top["vidpipe.cli"]
+    assert "vidpipe.daemon" in whole_graph()["vidpipe.cli"]
+
+
+def test_a_submodule_taken_from_its_package_is_an_edge_to_the_submodule() -> None:
+    modules = {"vidpipe", "vidpipe.schedule", "vidpipe.schedule.hub", "vidpipe.types"}
+
+    def targets(source: str, module: str = "vidpipe.daemon", is_pkg: bool = False) -> set[str]:
+        (node,) = ast.parse(source).body
+        assert isinstance(node, ast.Import | ast.ImportFrom)
+        return _targets(node, module, is_pkg, modules)
+
+    assert targets("from vidpipe.schedule import hub") == {"vidpipe.schedule.hub"}
+    assert targets("from vidpipe.schedule import Scheduler") == {"vidpipe.schedule"}
+    assert targets("from vidpipe import types, __version__") == {"vidpipe.types", "vidpipe"}
+    assert targets("from . import hub", "vidpipe.schedule", True) == {"vidpipe.schedule.hub"}
+    assert targets("from .hub import Hub", "vidpipe.schedule.x") == {"vidpipe.schedule.hub"}
+    assert targets("import numpy, vidpipe.types") == {"vidpipe.types"}
+    # the tree's own case: config takes redact from the package
+    top, _ = import_graph()
+    assert "vidpipe.redact" in top["vidpipe.config.base"]
+    assert "vidpipe" not in top["vidpipe.config.base"]
 
 
 if __name__ == "__main__":  # prints the cycles: `python tests/unit/test_import_graph.py`
-    top_graph, deferred_graph = import_graph()
-    merged = {m: top_graph[m] | deferred_graph[m] for m in top_graph}
     print("module-level cycles:")
-    for cycle in find_cycles(top_graph):
+    for cycle in find_cycles(import_graph()[0]):
         print("  ", " <-> ".join(cycle))
     print("cycles counting function-level imports too:")
-    for cycle in find_cycles(merged):
+    for cycle in find_cycles(whole_graph()):
         print("  ", " <-> ".join(cycle))
