@@ -1,9 +1,11 @@
-"""The documents point at files that exist.
+"""The documents point at files that exist, and the user pages stay user pages.
 
-The README keeps the figures to expect and links to ``docs/performance.md`` and
-``docs/gpu-performance.md`` for the measurements behind them; those name their result files
-under ``benchmarks/results/``. A renamed result file or a moved document would leave a figure
-without its evidence, and nothing else would notice.
+The README and the pages in ``docs/`` state the figures to expect and link to
+``benchmarks/README.md``, which keeps each measurement with its command and names its result
+files under ``benchmarks/results/``. A renamed result file or a moved page would leave a
+figure without its evidence, and nothing else would notice. The README stays short (at most
+300 lines), and no user page tells how vidpipe was developed (issue and stop numbers,
+machines "lent" for "device calls").
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ RESULT = re.compile(r"`((?:benchmarks/)?results/[^`\s]+)`")
 # ``density-2cpu-epyc-walkway-opencv1.*`` (every committed CPU result says its core count).
 BARE_RESULT = re.compile(r"`([\w{},*-]*-2cpu-[\w{},*.-]*)`")
 BRACES = re.compile(r"\{([^{}]*)\}")
+
+
+USER_PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+# Words of a development diary, not of a user's page.
+HISTORY = [
+    re.compile(r"\bissues? #?\d+", re.IGNORECASE),
+    re.compile(r"\bstops? \d+", re.IGNORECASE),
+    re.compile(r"\blent\b", re.IGNORECASE),
+    re.compile(r"\bdevice calls?\b", re.IGNORECASE),
+    re.compile(r"the box changed, not the code", re.IGNORECASE),
+]
+README_MAX_LINES = 300
 
 
 def _expand(pattern: str) -> list[str]:
@@ -83,3 +97,28 @@ def test_anchors_name_a_heading(name: str) -> None:
     headings = {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
     unknown = [a for a in re.findall(r"\]\(#([^)]+)\)", text) if a not in headings]
     assert not unknown, f"{name}: links to headings that do not exist: {unknown}"
+
+
+def test_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines, at most {README_MAX_LINES}"
+
+
+def _history(text: str) -> list[str]:
+    return [m.group(0) for pattern in HISTORY for m in pattern.finditer(text)]
+
+
+def test_history_words_are_found() -> None:
+    assert _history("as issue 14 asked, after stop 31, on the lent GPU, in one device call") == [
+        "issue 14",
+        "stop 31",
+        "lent",
+        "device call",
+    ]
+    assert _history("the camera is silent; a stopped camera; 2 stops") == []
+
+
+@pytest.mark.parametrize("name", USER_PAGES)
+def test_user_pages_tell_no_development_history(name: str) -> None:
+    found = _history((ROOT / name).read_text())
+    assert not found, f"{name}: development history in a user page: {found}"
