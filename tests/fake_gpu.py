@@ -25,7 +25,7 @@ import numpy as np
 
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.cuda_rt import CudaError
-from vidpipe.infer.gpu_base import ModelIO, TensorIO
+from vidpipe.infer.gpu_base import ExecutorInfo, ModelIO, TensorIO
 from vidpipe.types import Detections, DeviceImage, PostprocessRequest
 
 FRAME_SHAPE = (8, 8, 3)
@@ -204,7 +204,7 @@ class FakeExecutor:
         self.runtime = runtime
         self.max_batch = max_batch
         self.io = ModelIO(TensorIO("images", FRAME_SHAPE), (TensorIO("output", OUT_SHAPE),))
-        self.description = {"backend": "fake-gpu", "precision": "f32", "model": "echo"}
+        self.info = ExecutorInfo("fake-gpu", "echo", "f32", "fake kernels")
         self.contexts: list[FakeContext] = []
         self.fail_next_enqueue = False
         self.fail_letterbox = False

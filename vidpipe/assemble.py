@@ -27,7 +27,7 @@ import numpy as np
 from vidpipe.capture import nvdec_source
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
-from vidpipe.config import Config, ConfigError, OpenVINOConfig, register_secrets
+from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.labels import Labels
@@ -166,9 +166,6 @@ def build_scheduler(
         ),
         keep_images=keep_images,
         on_fatal=on_fatal,
-        time_turns=isinstance(cfg.inference, OpenVINOConfig) and cfg.inference.decode_just_in_time,
-        completions_on_scheduler=isinstance(cfg.inference, OpenVINOConfig)
-        and cfg.inference.postprocess_on_scheduler,
     )
     for name, rules in plan.rules.items():
         scheduler.set_rules(name, rules)
@@ -203,16 +200,18 @@ def detector(cfg: Config, on_result: Callable[[FrameResult], None]) -> Scheduler
 
 
 def log_model(loaded: LoadedModel) -> None:
-    desc = loaded.backend.description
+    """One line on what runs where (the backend's ``BackendInfo``)."""
+    info, spec = loaded.backend.info, loaded.backend.input_spec
     log.info(
-        "model %s on %s: precision %s, hint %s, %s requests (optimal %s), input %s",
-        desc["model"],
-        desc["device"],
-        desc["precision"],
-        desc["hint"],
-        desc["requests"],
-        desc.get("optimal_requests", "?"),
-        desc.get("input", "?"),
+        "model %s on %s: precision %s, hint %s, %d requests (optimal %s), input %s, %s",
+        info.model,
+        info.device,
+        info.precision,
+        info.hint,
+        info.requests,
+        "?" if info.optimal_requests is None else info.optimal_requests,
+        f"{spec.dtype} {spec.layout} {list(spec.shape)}",
+        info.runtime,
     )
 
 
@@ -426,7 +425,7 @@ class Pipeline:
             log.error("the previous inference pool did not finish its frames in %.0f s", timeout_s)
         r = self._retired
         self._retired = (r[0] + old.submitted, r[1] + old.completed, r[2] + old.delivered)
-        log.info("inference pool rebuilt: %s", plan.loaded.backend.description.get("model", "?"))
+        log.info("inference pool rebuilt: %s", plan.loaded.backend.info.model)
 
     # ------------------------------------------------------------------ shutdown
 

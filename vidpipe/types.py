@@ -239,28 +239,51 @@ class Detections:
         return Detections(self.xyxy, self.score, self.class_id, np.asarray(tracker_id))
 
 
+Outputs = tuple[np.ndarray, ...]
+"""A model's raw outputs: one array per output, batch dimension first."""
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """What an inference backend hands back for one submitted batch.
+    """What an inference backend hands back for one submitted frame.
 
-    Exactly one of ``outputs``, ``detections`` and ``error`` is set. Outputs are copies owned
-    by the receiver (the backend's request slot may already be reused).
+    ``result`` is exactly one of three things, and its type says which: the raw ``Outputs``
+    (copies owned by the receiver: the backend's request slot may already be reused), the
+    final ``Detections`` (the backend postprocessed on the device, as the tag's
+    ``PostprocessRequest`` asked), or the error the inference failed with.
 
     Attributes:
-        tag: whatever the submitter passed with the batch (opaque to the backend, except a
+        tag: whatever the submitter passed with the frame (opaque to the backend, except a
             ``SubmitTag``'s ``postprocess``).
-        outputs: one array per model output, batch dimension first.
-        error: the failure, if inference failed.
+        result: the outputs, the detections or the error.
         infer_s: wall time from submit to completion, seconds.
-        detections: the final detections, when the backend postprocessed on the device as the
-            tag's ``PostprocessRequest`` asked (then ``outputs`` is None).
     """
 
     tag: Any
-    outputs: tuple[np.ndarray, ...] | None
-    error: BaseException | None = None
+    result: Outputs | Detections | BaseException
     infer_s: float = 0.0
-    detections: Detections | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.result, tuple | Detections | BaseException):
+            raise TypeError(
+                "Completion.result must be the outputs (a tuple of arrays), Detections or an "
+                f"exception, got {type(self.result).__name__}"
+            )
+
+    @property
+    def error(self) -> BaseException | None:
+        """The failure, if inference failed."""
+        return self.result if isinstance(self.result, BaseException) else None
+
+    @property
+    def outputs(self) -> Outputs | None:
+        """The raw outputs, if the backend handed them back."""
+        return self.result if isinstance(self.result, tuple) else None
+
+    @property
+    def detections(self) -> Detections | None:
+        """The final detections, if the backend postprocessed on the device."""
+        return self.result if isinstance(self.result, Detections) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -48,8 +49,16 @@ def image(assets_dir: Path) -> np.ndarray:
 
 
 def make_engine(
-    backend, assets_dir: Path, sink, max_age_s: float = 60.0, **kw: bool
+    backend,
+    assets_dir: Path,
+    sink,
+    max_age_s: float = 60.0,
+    completions_on_scheduler: bool | None = None,
 ) -> tuple[Scheduler, Metrics]:
+    """A scheduler over ``backend``; ``completions_on_scheduler`` overrides the backend's
+    hint, so that both postprocessing threads are tested on the one real backend."""
+    if completions_on_scheduler is not None:
+        backend.hints = replace(backend.hints, completions_on_scheduler=completions_on_scheduler)
     metrics = Metrics()
     labels = load_labels(assets_dir / "models" / "coco80.txt")
     engine = Scheduler(
@@ -61,7 +70,6 @@ def make_engine(
         default_rules=CameraRules(DecodeParams(416, 416, 0.3), None),
         iou_threshold=0.45,
         max_frame_age_s=max_age_s,
-        **kw,
     )
     return engine, metrics
 

@@ -49,7 +49,7 @@ def test_one_camera_keeps_one_request_per_stream_in_flight(assets_dir) -> None:
     try:
         floor = backend.in_flight_floor
         assert floor is not None
-        assert floor == min(int(backend.description["streams"]), backend.capacity)
+        assert floor == min(backend.info.streams, backend.capacity)
         assert engine.in_flight_cap("cam0") == floor
         _feed(engine, 1, 40)
         assert engine.stop(30)
@@ -109,8 +109,8 @@ def test_the_latency_hint_keeps_one_request_in_flight_and_letterboxes_into_a_sec
     cameras' decodes wait for the inference instead of running beside it."""
     engine, backend, seen = _engine(assets_dir, OpenVINOConfig(hint="latency"))
     try:
-        assert backend.description["streams"] == "1" and backend.capacity == 2
-        assert backend.uses_every_core
+        assert backend.info.streams == 1 and backend.capacity == 2
+        assert backend.hints.uses_every_core
         assert engine.turn_clock is not None and not engine.turn_clock.decode_beside
         assert engine.in_flight_cap("cam0") == 1
         _feed(engine, 1, 20)
@@ -123,8 +123,8 @@ def test_the_latency_hint_keeps_one_request_in_flight_and_letterboxes_into_a_sec
 def test_the_throughput_hint_decodes_beside_inference(assets_dir) -> None:
     engine, backend, _ = _engine(assets_dir, OpenVINOConfig(hint="throughput"))
     try:
-        streams = int(backend.description["streams"])
-        assert backend.uses_every_core == (streams == 1)  # a 1-core machine has one stream
+        streams = backend.info.streams
+        assert backend.hints.uses_every_core == (streams == 1)  # a 1-core machine has one stream
         assert engine.turn_clock is not None
         assert engine.turn_clock.decode_beside == (streams > 1)
     finally:

@@ -36,14 +36,7 @@ def make_backend(
 ) -> tuple[StreamSetBackend, list[FakeGpuRuntime], list[FakeExecutor]]:
     rts = [FakeGpuRuntime(i, kernel_s[i % len(kernel_s)]) for i in range(devices)]
     exs = [FakeExecutor(rt, max_batch) for rt in rts]
-    desc = {
-        "backend": "fake-gpu",
-        "device": "fake",
-        "precision": "f32",
-        "hint": "-",
-        "model": "echo",
-    }
-    backend = StreamSetBackend(list(zip(rts, exs, strict=True)), streams, timeout_ms, desc)
+    backend = StreamSetBackend(list(zip(rts, exs, strict=True)), streams, timeout_ms)
     return backend, rts, exs
 
 

@@ -181,7 +181,7 @@ def test_two_gpus_share_the_batches_gpu(model_path: Path, assets_dir: Path) -> N
         frames = [s.frames for s in backend.sets]
         print(frames)
         assert frames[0] > 200 and frames[1] > 200
-        assert "cuda:1" in backend.description["device"]
+        assert "cuda:1" in backend.info.device
     finally:
         backend.close()
 

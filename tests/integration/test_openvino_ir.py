@@ -48,7 +48,7 @@ def test_ir_loads_and_gives_the_onnx_models_outputs(ir_model: Path, onnx_model: 
     try:
         assert ir.input_spec == onnx.input_spec
         assert ir.output_shapes == onnx.output_shapes
-        assert ir.description["precision"] == onnx.description["precision"] != "int8"
+        assert ir.info.precision == onnx.info.precision != "int8"
         image = np.random.default_rng(1).integers(0, 255, ir.input_spec.shape, dtype=np.uint8)
         a = ir._compiled({0: image})[0]  # same graph, same device precision: same numbers
         b = onnx._compiled({0: image})[0]
@@ -90,8 +90,8 @@ def test_quantized_ir_reports_int8(tmp_path: Path) -> None:
     ov.save_model(ov.Model([conv], [image]), str(xml), compress_to_fp16=False)
     backend = OpenVINOBackend(xml, CFG)
     try:
-        assert backend.description["precision"] == "int8"
-        assert backend.description["float_precision"] in ("f32", "bf16", "f16")
+        assert backend.info.precision == "int8"
+        assert backend.info.float_precision in ("f32", "bf16", "f16")
     finally:
         backend.close()
 

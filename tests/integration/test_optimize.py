@@ -83,7 +83,7 @@ def test_a_passing_gate_writes_the_int8_ir_and_its_report(tmp_path: Path, assets
 
     backend = OpenVINOBackend(out, OpenVINOConfig(num_requests=1))
     try:
-        assert backend.description["precision"] == "int8"
+        assert backend.info.precision == "int8"
     finally:
         backend.close()
 

@@ -22,7 +22,7 @@ def test_its_own_thread_handles_completions_in_arrival_order() -> None:
     inbox, handled = _inbox()
     inbox.start()
     for tag in range(50):
-        inbox.put(Completion(tag, None))
+        inbox.put(Completion(tag, ()))
     wait_until(lambda: len(handled) == 50, 5, "50 completions handled")
     assert [t for t, _ in handled] == list(range(50))
     assert {name for _, name in handled} == {"vidpipe-postprocess"}
@@ -35,15 +35,15 @@ def test_an_adopting_thread_is_woken_and_handles_them_itself() -> None:
     wakes: list[int] = []
     inbox.adopt(lambda: wakes.append(1))
     for tag in range(3):
-        inbox.put(Completion(tag, None))
+        inbox.put(Completion(tag, ()))
     time.sleep(0.2)
     assert handled == [] and len(wakes) == 3  # the inbox's own thread left them alone
     assert inbox.drain() == 3
     assert handled == [(0, "MainThread"), (1, "MainThread"), (2, "MainThread")]
     assert inbox.drain() == 0
-    inbox.put(Completion(3, None))
+    inbox.put(Completion(3, ()))
     inbox.release()  # what waits, and what comes later, goes to the inbox's own thread
-    inbox.put(Completion(4, None))
+    inbox.put(Completion(4, ()))
     wait_until(lambda: len(handled) == 5, 5, "the last two handled")
     assert handled[3:] == [(3, "vidpipe-postprocess"), (4, "vidpipe-postprocess")]
     assert len(wakes) == 4
@@ -55,7 +55,7 @@ def test_close_handles_what_is_waiting_and_ends_the_thread() -> None:
     inbox.start()
     inbox.adopt(lambda: None)
     for tag in range(4):
-        inbox.put(Completion(tag, None))
+        inbox.put(Completion(tag, ()))
     assert inbox.close(5)
     assert [t for t, _ in handled] == [0, 1, 2, 3]
 
@@ -71,7 +71,7 @@ def test_a_failing_handler_does_not_end_the_thread() -> None:
     inbox = CompletionInbox(handle)
     inbox.start()
     for tag in range(3):
-        inbox.put(Completion(tag, None))
+        inbox.put(Completion(tag, ()))
         time.sleep(0.05)
     wait_until(lambda: handled == [0, 2], 5, "the completion after the failure handled")
     assert inbox.close(5)
@@ -95,7 +95,7 @@ def test_a_nudge_ends_the_wait_in_take_or_the_next_one() -> None:
 
 def test_only_the_adopting_thread_drains_when_adopted() -> None:
     inbox, handled = _inbox()  # its own thread not started: nothing else handles them
-    inbox.put(Completion(0, None))
+    inbox.put(Completion(0, ()))
     inbox.drain_if_adopted()
     assert handled == []
     inbox.adopt(lambda: None)

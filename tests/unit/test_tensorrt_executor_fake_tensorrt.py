@@ -169,7 +169,7 @@ def test_build_options_then_cache_hit_fake_tensorrt(
     assert log["flags"] == {"FP16"} and log["workspace"] == 512 << 20
     assert log["onnx_bytes"] > 1_000_000  # the rewritten real model was parsed
     assert len(list(tmp_path.glob("yolox_nano-*.engine"))) == 1
-    assert ex.description["executor"] == "tensorrt 10.13.0"
+    assert ex.info.runtime == "tensorrt 10.13.0"
     executor(model, tmp_path)  # same key: loaded from the cache, not built again
     assert log["builds"] == 1
 

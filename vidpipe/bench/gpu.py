@@ -104,7 +104,7 @@ class _Lent:
     def __init__(self, executor: BatchExecutor) -> None:
         self.io = executor.io
         self.max_batch = executor.max_batch
-        self.description = executor.description
+        self.info = executor.info
         self.create_context = executor.create_context
         self.device_postprocess = executor.device_postprocess
 
@@ -149,11 +149,11 @@ def stream_set_rate(
     """
     from vidpipe.infer.streamset import StreamSetBackend
 
-    backend = StreamSetBackend([(rt, _Lent(ex)) for rt, ex in devices], streams, 50.0, {})
+    backend = StreamSetBackend([(rt, _Lent(ex)) for rt, ex in devices], streams, 50.0)
     done = [0]
     lock = threading.Lock()
     batch_sizes: list[int] = []  # appended on the batcher thread; read after a drain
-    backend.observe_batch = batch_sizes.append
+    backend.observe_batches(batch_sizes.append)
 
     def on_done(c: Any) -> None:
         if c.error is not None:

@@ -120,17 +120,17 @@ class VidpipeRun:
         self.daemon.start()
         engine = self.daemon.scheduler
         assert engine is not None
-        desc = dict(engine.backend.description)
-        self.precision = desc.get("precision", self.spec.precision)
+        info, spec = engine.backend.info, engine.backend.input_spec
+        self.precision = info.precision
         self.details = {
             "precision": self.precision,
-            "hint": desc.get("hint"),
-            "requests": int(desc.get("requests", 0)),
-            "optimal_requests": int(desc.get("optimal_requests", 0)),
-            "streams": int(desc.get("streams", 0)),
-            "input": desc.get("input"),
+            "hint": info.hint,
+            "requests": info.requests,
+            "optimal_requests": info.optimal_requests or 0,
+            "streams": info.streams,
+            "input": f"{spec.dtype} {spec.layout} {list(spec.shape)}",
             "pipeline_depth": engine.pipeline_depth,
-            "buffers": engine.backend.capacity,  # one lent input buffer per frame in flight
+            "buffers": engine.capacity,  # one lent input buffer per frame in flight
             "http_port": self.daemon.http_port,
         }
 

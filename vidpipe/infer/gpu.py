@@ -40,16 +40,11 @@ def build_gpu_backend(model_path: Path, cfg: GpuConfig) -> StreamSetBackend:
         for _, ex in devices:
             ex.close()
         raise
-    names = ", ".join(f"cuda:{rt.device} {rt.name}" for rt, _ in devices)
-    desc = {
-        **devices[0][1].description,
-        "device": names,
-        "hint": f"max_batch {cfg.max_batch}, timeout {cfg.batch_timeout_ms:g} ms",
-        "streams": str(cfg.streams * len(devices)),
-        "input": f"u8 NHWC {[1, *devices[0][1].io.input.shape]}",
-    }
-    log.info("GPU backend %s on %s, %d stream(s) per GPU", cfg.type, names, cfg.streams)
-    return StreamSetBackend(devices, cfg.streams, cfg.batch_timeout_ms, desc)
+    backend = StreamSetBackend(devices, cfg.streams, cfg.batch_timeout_ms)
+    log.info(
+        "GPU backend %s on %s, %d stream(s) per GPU", cfg.type, backend.info.device, cfg.streams
+    )
+    return backend
 
 
 def make_executor(model_path: Path, rt: CudaRuntime, cfg: GpuConfig) -> BatchExecutor:

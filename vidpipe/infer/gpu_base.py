@@ -11,7 +11,8 @@ to the GPU only through these two interfaces, so it does not care which engine r
   ``execute_async_v3``; PyTorch on a ``torch.cuda.ExternalStream``). ``ExecContext.letterbox``
   writes GPU pictures (NVDEC frames) into rows of the slot's input, and
   ``BatchExecutor.device_postprocess`` postprocesses a batch's outputs on the device; the
-  PyTorch executor has both, TensorRT neither.
+  PyTorch executor has both, TensorRT neither: config validation refuses NVDEC cameras with
+  it, and its outputs are postprocessed on the host.
 
 Tensors crossing the seam (one frame; the batch dimension comes first on the device):
 input ``(H, W, 3)`` uint8 BGR letterboxed (the executors turn it into the model's float
@@ -38,6 +39,23 @@ class TensorIO:
     @property
     def frame_elems(self) -> int:
         return int(np.prod(self.shape))
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorInfo:
+    """What an executor runs (the stream set adds where, into its ``BackendInfo``).
+
+    Attributes:
+        backend: the inference type (``torch``, ``tensorrt``).
+        model: the model file's name.
+        precision: the precision the model runs at.
+        runtime: the software that runs it, its version and switches.
+    """
+
+    backend: str
+    model: str
+    precision: str
+    runtime: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +130,7 @@ class BatchExecutor(Protocol):
 
     io: ModelIO
     max_batch: int
-    description: dict[str, str]
+    info: ExecutorInfo
 
     def device_postprocess(self, decoder: str) -> DevicePostprocess | None:
         """A new postprocessor for ``decoder`` (a model type) on this device, or None if the

@@ -36,10 +36,16 @@ from openvino.frontend import FrontEndManager
 from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
-from vidpipe.infer.base import BackendError, ignore_batch
+from vidpipe.infer.base import (
+    BackendError,
+    BackendInfo,
+    BatchObserver,
+    SchedulingHints,
+    ignore_batch,
+)
 from vidpipe.infer.ov_rewrites import Rewrites, rewrite_graph
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
-from vidpipe.types import Completion, TensorSpec
+from vidpipe.types import Completion, Outputs, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +197,17 @@ class OpenVINOBackend:
         # An explicit ``num_requests`` is kept as given (None: no cap).
         streams = int(self._compiled.get_property("NUM_STREAMS"))
         self.in_flight_floor = None if cfg.num_requests else max(1, min(streams, self.capacity))
-        self.uses_every_core = cfg.device.upper() == "CPU" and streams == 1
+        # File cameras' decodes are timed to this pool's requests, and completions are
+        # postprocessed on the scheduler's thread between submissions: that thread mostly
+        # waits for exactly those completions (a free request) anyway
+        # (``vidpipe.schedule.completions``).
+        self.hints = SchedulingHints(
+            capacity=self.capacity,
+            in_flight_floor=self.in_flight_floor,
+            uses_every_core=cfg.device.upper() == "CPU" and streams == 1,
+            time_turns=True,
+            completions_on_scheduler=True,
+        )
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         # Each request's own input tensor, lent to the scheduler in turn (the Tensor objects
@@ -206,26 +222,25 @@ class OpenVINOBackend:
         self._inflight: dict[int, tuple[Any, Callable[[Completion], None], float]] = {}
         self._next_id = 0
         self._closed = False
-        self.observe_batch: Callable[[int], None] = ignore_batch
+        self._observe_batch: BatchObserver = ignore_batch
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self._last_stuck_check = 0.0
         self.callback_errors = 0
         hint = self._compiled.get_property("INFERENCE_PRECISION_HINT")
         precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
-        self.description = {
-            "backend": "openvino",
-            "device": cfg.device,
-            "precision": model_precision(model, precision),
-            "float_precision": precision,
-            "hint": cfg.hint,
-            "model": model_path.name,
-            "requests": str(self.capacity),
-            "optimal_requests": str(optimal),
-            "streams": str(streams),
-            "input": f"{self.input_spec.dtype} {self.input_spec.layout} "
-            f"{list(self.input_spec.shape)}",
-            "rewrites": rewrites.describe(),
-        }
+        self.info = BackendInfo(
+            backend="openvino",
+            device=cfg.device,
+            model=model_path.name,
+            precision=model_precision(model, precision),
+            float_precision=precision,
+            hint=cfg.hint,
+            requests=self.capacity,
+            streams=streams,
+            optimal_requests=optimal,
+            runtime=f"openvino {ov.__version__.split('-')[0]}, graph rewrites: "
+            f"{rewrites.describe()}",
+        )
 
     def _warm_up(self) -> None:
         """One synchronous inference, and every output tensor's buffer touched, on this thread.
@@ -301,7 +316,7 @@ class OpenVINOBackend:
         try:
             # No inputs: the lent tensor is the request's own and holds the frame already.
             self._queue.start_async(None, sub_id)
-            self.observe_batch(1)  # a request holds one frame
+            self._observe_batch(1)  # a request holds one frame
         except Exception as exc:
             # Either our own request was refused, or an earlier failed inference surfaced here.
             self._reclaim_failed(exc, sub_id)
@@ -312,7 +327,7 @@ class OpenVINOBackend:
         if sub_id is not None:
             idle.add(sub_id)
         for sid in idle:
-            self._finish(sid, None, exc)
+            self._finish(sid, exc)
 
     def _reclaim_stuck(self) -> None:
         """Complete, with an error, submissions whose request failed without a callback.
@@ -331,7 +346,7 @@ class OpenVINOBackend:
             log.error("%d inference request(s) failed without a completion; reclaimed", len(stuck))
         for sid in stuck:
             self._suspects.pop(sid, None)
-            self._finish(sid, None, BackendError("inference failed (no completion callback)"))
+            self._finish(sid, BackendError("inference failed (no completion callback)"))
 
     def _idle_submissions(self) -> set[int]:
         """Submissions whose request is idle although no callback came (failed inference)."""
@@ -354,24 +369,27 @@ class OpenVINOBackend:
                 _in_order(np.array(request.get_output_tensor(i).data, copy=True), order)
                 for i, order in enumerate(self._output_orders)
             )
-            self._finish(sub_id, outputs, None)
+            self._finish(sub_id, outputs)
         except BaseException as exc:
             self.callback_errors += 1
             try:
-                self._finish(sub_id, None, exc)
+                self._finish(sub_id, exc)
             except BaseException:
                 log.exception("inference completion handler failed")
 
-    def _finish(
-        self, sub_id: int, outputs: tuple[np.ndarray, ...] | None, exc: BaseException | None
-    ) -> None:
+    def _finish(self, sub_id: int, result: Outputs | BaseException) -> None:
         with self._cond:
             entry = self._inflight.pop(sub_id, None)
             self._cond.notify_all()
         if entry is None:
             return
         tag, on_done, t0 = entry
-        on_done(Completion(tag, outputs, exc, time.perf_counter() - t0))
+        on_done(Completion(tag, result, time.perf_counter() - t0))
+
+    def observe_batches(self, observer: BatchObserver) -> None:
+        """``observer`` is called with 1 for every request started (a request holds one
+        frame), on the scheduler's thread."""
+        self._observe_batch = observer
 
     # ------------------------------------------------------------------ shutdown
 

@@ -322,7 +322,7 @@ class DeviceStreamSet:
         entries = batch.entries
         self._release(batch)
         for (tag, on_done, t0), outputs in zip(entries, per_frame, strict=True):
-            self._deliver(on_done, Completion(tag, outputs, None, t_done - t0))
+            self._deliver(on_done, Completion(tag, outputs, t_done - t0))
 
     def _complete_on_device(self, batch: Batch, post: DevicePostprocess) -> None:
         """Postprocess the batch's device outputs; only the kept detections come back."""
@@ -337,7 +337,7 @@ class DeviceStreamSet:
         entries = batch.entries
         self._release(batch)
         for (tag, on_done, t0), dets in zip(entries, found, strict=True):
-            self._deliver(on_done, Completion(tag, None, None, t_done - t0, dets))
+            self._deliver(on_done, Completion(tag, dets, t_done - t0))
 
     def fail_undispatched(self, batch: Batch, exc: BaseException) -> None:
         """Fail a gathered batch that was never dispatched (the device died meanwhile)."""
@@ -350,7 +350,7 @@ class DeviceStreamSet:
         self._release(batch)
         now = time.perf_counter()
         for tag, on_done, t0 in entries:
-            self._deliver(on_done, Completion(tag, None, exc, now - t0))
+            self._deliver(on_done, Completion(tag, exc, now - t0))
 
     def _release(self, batch: Batch) -> None:
         n = len(batch.entries)

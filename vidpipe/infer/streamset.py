@@ -1,7 +1,7 @@
 """The GPU inference backend: cross-camera batching over one stream set per GPU.
 
-The Engine's scheduler takes frames round-robin across cameras (``FrameHub``) and submits
-them one at a time, as with OpenVINO. This backend gathers them, like DeepStream's
+The scheduler takes frames round-robin across cameras (``FrameHub``) and submits them one at
+a time, as with OpenVINO. This backend gathers them, like DeepStream's
 nvstreammux: a batch is *open* until it holds ``max_batch`` frames or ``batch_timeout_ms``
 has passed since its first frame, then it is dispatched to its GPU's stream set. ``lend``
 gives the scheduler the next row of the open batch's pinned input, and the host frame is
@@ -16,7 +16,10 @@ its own tag (the camera and frame travel in the tag).
 Several GPUs: a new batch goes to the least-loaded one (fewest frames gathered or queued).
 
 Accounting: ``capacity`` is the number of frames the backend can hold (every I/O set full);
-``lend`` waits while the open batch is full and no I/O set is free.
+``lend`` waits while the open batch is full and no I/O set is free. The scheduler keeps the
+whole capacity in flight and postprocesses on a thread of its own (``SchedulingHints``'
+defaults): batching wants every frame it can get, and a batch's many completions would
+otherwise hold up the filling of the next one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.infer.base import BackendError, ignore_batch
+from vidpipe.infer.base import (
+    BackendError,
+    BackendInfo,
+    BatchObserver,
+    SchedulingHints,
+    ignore_batch,
+)
 from vidpipe.infer.cuda_rt import FatalDeviceError
 from vidpipe.infer.gpu_base import BatchExecutor, GpuRuntime
 from vidpipe.infer.slots import Batch, DeviceStreamSet
@@ -48,7 +57,6 @@ class StreamSetBackend:
         devices: ``(runtime, executor)`` per GPU; the backend owns and closes them.
         streams: slots per GPU.
         batch_timeout_ms: how long an open batch waits for more frames.
-        description: the backend's description (the Engine exports it as a metric).
     """
 
     def __init__(
@@ -56,7 +64,6 @@ class StreamSetBackend:
         devices: Sequence[tuple[GpuRuntime, BatchExecutor]],
         streams: int,
         batch_timeout_ms: float,
-        description: dict[str, str],
     ) -> None:
         if not devices:
             raise BackendError("the GPU backend needs at least one device")
@@ -70,9 +77,7 @@ class StreamSetBackend:
         self._open: Batch | None = None
         self._inflight = 0
         self._closed = False
-        self.observe_batch: Callable[[int], None] = ignore_batch
-        self.in_flight_floor: int | None = None  # batching wants every frame it can get
-        self.uses_every_core = False  # the host only feeds the GPU
+        self._observe_batch: BatchObserver = ignore_batch
         self.input_copies = 0  # host frames copied a second time (see the module docstring)
         self.fatal: BaseException | None = None
         self.sets: list[DeviceStreamSet] = []
@@ -89,11 +94,31 @@ class StreamSetBackend:
             raise
         self._executors = executors
         self.capacity = sum(2 * streams * s.max_batch for s in self.sets)
-        self.description = {**description, "requests": str(self.capacity)}
+        self.hints = SchedulingHints(capacity=self.capacity)  # see the module docstring
+        self.info = self._info(devices, streams, batch_timeout_ms)
         self._flusher = threading.Thread(
             target=self._flush_loop, name="vidpipe-gpu-batcher", daemon=True
         )
         self._flusher.start()
+
+    def _info(
+        self,
+        devices: Sequence[tuple[GpuRuntime, BatchExecutor]],
+        streams: int,
+        batch_timeout_ms: float,
+    ) -> BackendInfo:
+        ex = devices[0][1].info
+        return BackendInfo(
+            backend=ex.backend,
+            device=", ".join(f"cuda:{rt.device} {rt.name}" for rt, _ in devices),
+            model=ex.model,
+            precision=ex.precision,
+            float_precision=ex.precision,
+            hint=f"max_batch {self.max_batch}, timeout {batch_timeout_ms:g} ms",
+            requests=self.capacity,
+            streams=streams * len(devices),
+            runtime=ex.runtime,
+        )
 
     # ------------------------------------------------------------------ accounting
 
@@ -103,7 +128,8 @@ class StreamSetBackend:
             self._cond.notify_all()
 
     def _device_fatal(self, exc: BaseException) -> None:
-        """A GPU hit a sticky error: refuse new work; the Engine sees FatalDeviceError."""
+        """A GPU hit a sticky error: refuse new work; the scheduler sees FatalDeviceError in
+        the completions."""
         with self._cond:
             if self.fatal is None:
                 self.fatal = exc
@@ -233,7 +259,7 @@ class StreamSetBackend:
             self._cond.wait(min(left, 0.1))
 
     def _dispatch(self, batch: Batch) -> None:
-        self.observe_batch(len(batch.entries))
+        self._observe_batch(len(batch.entries))
         batch.owner.dispatch(batch)
 
     def _flush_loop(self) -> None:
@@ -256,6 +282,11 @@ class StreamSetBackend:
                     self._dispatch(batch)
                 finally:
                     self._cond.acquire()
+
+    def observe_batches(self, observer: BatchObserver) -> None:
+        """``observer`` is called with every batch's frame count as it is dispatched, on the
+        scheduler's thread or the batcher's (a batch dispatched on its timer)."""
+        self._observe_batch = observer
 
     def flush(self) -> None:
         """Dispatch the open batch now (drain and benchmarks)."""

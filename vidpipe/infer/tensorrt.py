@@ -26,7 +26,7 @@ from typing import Any
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.engine_cache import EngineCache, EngineKey, file_sha256
-from vidpipe.infer.gpu_base import GpuRuntime, ModelIO
+from vidpipe.infer.gpu_base import ExecutorInfo, GpuRuntime, ModelIO
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +223,12 @@ class TensorRTExecutor:
             raise BackendError(f"TensorRT cannot deserialize the engine it just built for {stem}")
         self.engine = engine
         self._check_io()
-        self.description = {
-            "backend": "tensorrt",
-            "precision": precision,
-            "model": model_path.name,
-            "executor": f"tensorrt {trt.__version__}",
-        }
+        self.info = ExecutorInfo(
+            backend="tensorrt",
+            model=model_path.name,
+            precision=precision,
+            runtime=f"tensorrt {trt.__version__}",
+        )
 
     def _check_io(self) -> None:
         """The engine's tensors must be the rewritten model's (a foreign engine is refused)."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
+from vidpipe.infer.gpu_base import ExecutorInfo
 from vidpipe.postprocess.gpu import GPU_POSTPROCESSORS, GpuPostprocess
 from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
 from vidpipe.preprocess.gpu_kernel import compile_letterbox, letterbox_rows
@@ -229,14 +230,14 @@ class TorchExecutor:
         self.precision = precision
         # NVDEC pictures are letterboxed on the GPU: one fused kernel where it compiles
         self.letterbox_kernel, letterbox = compile_letterbox(torch, self.device)
-        self.description = {
-            "backend": "torch",
-            "precision": precision,
-            "model": model_path.name,
-            "executor": f"onnx2torch {getattr(onnx2torch, '__version__', '?')}, "
-            f"torch {torch.__version__}, cuda graphs {'on' if cuda_graphs else 'off'}",
-            "gpu_letterbox": letterbox,
-        }
+        self.info = ExecutorInfo(
+            backend="torch",
+            model=model_path.name,
+            precision=precision,
+            runtime=f"onnx2torch {getattr(onnx2torch, '__version__', '?')}, "
+            f"torch {torch.__version__}, cuda graphs {'on' if cuda_graphs else 'off'}, "
+            f"gpu letterbox {letterbox}",
+        )
         self._warm_up()
 
     @staticmethod

@@ -1,9 +1,9 @@
 """How many requests the scheduler keeps in flight, by the cameras that have frames.
 
 Requests in flight are capped by the cameras that have frames: one per OpenVINO stream (the
-backend's ``in_flight_floor``), and, once more cameras than streams have frames, one more
-queued behind them per ``CAMERAS_PER_QUEUED`` cameras per stream (at least one; a camera is
-active if it submitted within ``ACTIVE_WINDOW_S``).
+backend's ``SchedulingHints.in_flight_floor``), and, once more cameras than streams have
+frames, one more queued behind them per ``CAMERAS_PER_QUEUED`` cameras per stream (at least
+one; a camera is active if it submitted within ``ACTIVE_WINDOW_S``).
 
 Extra requests only queue frames in front of each other: by Little's law every frame in the
 system adds a frame interval to every frame's latency (p95 at 1 camera was about twice the

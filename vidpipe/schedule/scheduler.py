@@ -6,7 +6,8 @@ Threads and hand-offs::
                        memory) -> letterbox into it -> in-flight cap -> age check
                        -> backend.submit()
     backend thread:    completion callback: outputs copied, Completion queued (inbox)
-    scheduler thread, between submissions (OpenVINO), or a postprocess thread of its own:
+    scheduler thread, between submissions (``SchedulingHints.completions_on_scheduler``),
+    or a postprocess thread of its own:
                        decode + NMS + filters -> FrameResult -> on_result (tracking, sinks)
 
 Completions can arrive out of order (several requests run at once), so results are handed
@@ -26,9 +27,13 @@ per CUDA stream, one filled while the other is copied and run. A device frame (N
 not letterboxed here: the GPU backend letterboxes it into its device batch.
 
 File cameras decode only when the hub gives them a turn: at most ``decode_ahead`` of them
-decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), and on OpenVINO a turn
-is given only when the frame will be needed soon (``TurnClock``, fed by the scheduler's
-submissions and completions), so frames do not age in the hub while earlier ones are inferred.
+decode or hold a decoded frame at once (``FrameHub.set_ahead_limit``), and where the backend's
+hints ask for it (``time_turns``: OpenVINO) a turn is given only when the frame will be needed
+soon (``TurnClock``, fed by the scheduler's submissions and completions), so frames do not age
+in the hub while earlier ones are inferred.
+
+The scheduler drives every backend alike: what differs is in the backend's
+``SchedulingHints``, never in a question of which backend it is.
 
 The scheduler is the only thread that submits (AsyncInferQueue is not safe otherwise). The
 number of frames between submission and the end of postprocessing is bounded by
@@ -50,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from vidpipe.infer.base import FatalDeviceError, InferenceBackend
+from vidpipe.infer.base import FatalDeviceError, InferenceBackend, SchedulingHints
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.postprocess.decode import DECODER_NAMES, DecodeParams, Decoder
@@ -62,6 +67,7 @@ from vidpipe.schedule.hub import FrameHub
 from vidpipe.schedule.turn_clock import TurnClock
 from vidpipe.types import (
     Completion,
+    Detections,
     Frame,
     FrameResult,
     Letterbox,
@@ -106,8 +112,6 @@ class Scheduler:
         max_frame_age_s: float,
         keep_images: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
-        time_turns: bool = True,
-        completions_on_scheduler: bool = False,
     ) -> None:
         self.backend = backend
         self.decoder = decoder
@@ -121,38 +125,39 @@ class Scheduler:
         self.fatal: BaseException | None = None
         self._default_rules = default_rules
         self._rules: dict[str, CameraRules] = {}
+        hints = backend.hints
         # With a hub, the scheduler's thread postprocesses between submissions
-        # (``vidpipe.schedule.completions``); else, and always without a hub, a thread of its
-        # own does.
-        self.completions_on_scheduler = completions_on_scheduler
-        self._init_flow_control(backend, time_turns)
+        # (``vidpipe.schedule.completions``) if the backend's hints ask for it; else, and
+        # always without a hub, a thread of its own does.
+        self.completions_on_scheduler = hints.completions_on_scheduler
+        self._init_flow_control(hints)
         self._init_hand_off_state()
         self._bind_metrics(metrics, backend)
 
-    def _init_flow_control(self, backend: InferenceBackend, time_turns: bool) -> None:
+    def _init_flow_control(self, hints: SchedulingHints) -> None:
         """The bounds on frames in the pipeline, decoded ahead and in the backend."""
-        self.pipeline_depth = 4 * backend.capacity
+        self.capacity = hints.capacity
+        self.pipeline_depth = 4 * hints.capacity
         # File cameras decoding (or holding a decoded frame) at once. Frames decoded ahead
         # wait in the hub, and by Little's law each one adds a frame interval to every
         # frame's latency; an unlimited hub kept one per camera (8 cameras: 8 frames ahead,
         # p95 latency 2x the naive loop's). One ready frame per OpenVINO stream (half the
         # request pool) keeps the streams fed (`vidpipe bench`, docs/performance.md).
-        self.decode_ahead = max(2, backend.capacity // 2)
+        self.decode_ahead = max(2, hints.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         # In-flight cap (module docstring); None (a backend without a floor): the pool's size.
-        self.in_flight_floor = backend.in_flight_floor
+        self.in_flight_floor = hints.in_flight_floor
         self._in_backend = 0  # submitted, completion not yet called back
         self._backend_cond = threading.Condition()
         self._last_submit: dict[str, float] = {}  # camera -> monotonic time (scheduler thread)
-        # Times file cameras' turns (hub); OpenVINO only: a batching backend wants every
-        # frame it can get, and its batches are not the clock's one-request-per-stream model.
+        # Times file cameras' turns (hub), in the clock's model of one request per stream.
         floor = self.in_flight_floor
         self.turn_clock = (
             None
-            if floor is None or not time_turns
-            else TurnClock(floor, decode_beside=not backend.uses_every_core)
+            if floor is None or not hints.time_turns
+            else TurnClock(floor, decode_beside=not hints.uses_every_core)
         )
-        self._cap = backend.capacity  # the in-flight cap at the last submission
+        self._cap = hints.capacity  # the in-flight cap at the last submission
 
     def _init_hand_off_state(self) -> None:
         """Completion inbox, stop events, threads, per-camera ordering and counters."""
@@ -174,16 +179,16 @@ class Scheduler:
 
     def _bind_metrics(self, metrics: Metrics, backend: InferenceBackend) -> None:
         """Pool size, in-flight gauge, batch sizes and the backend's identity."""
-        metrics.pool_size.set(backend.capacity)
+        metrics.pool_size.set(self.capacity)
         metrics.inflight.set_function(lambda: self._in_backend)
-        backend.observe_batch = metrics.batch_size.observe
-        desc = backend.description
+        backend.observe_batches(metrics.batch_size.observe)
+        info = backend.info
         metrics.inference_info.labels(
-            backend=desc.get("backend", "?"),
-            device=desc.get("device", "?"),
-            precision=desc.get("precision", "?"),
-            hint=desc.get("hint", "?"),
-            model=desc.get("model", "?"),
+            backend=info.backend,
+            device=info.device,
+            precision=info.precision,
+            hint=info.hint,
+            model=info.model,
         ).set(1)
 
     def set_rules(self, camera: str, rules: CameraRules | None) -> None:
@@ -334,12 +339,12 @@ class Scheduler:
     def in_flight_cap(self, camera: str) -> int:
         """Requests that may be in flight when ``camera`` submits (see the module docstring)."""
         if self.in_flight_floor is None:
-            return self.backend.capacity
+            return self.capacity
         now = time.monotonic()
         self._last_submit[camera] = now
         window = inflight.ACTIVE_WINDOW_S
         active = sum(1 for t in list(self._last_submit.values()) if now - t <= window)
-        return inflight.in_flight_cap(active, self.in_flight_floor, self.backend.capacity)
+        return inflight.in_flight_cap(active, self.in_flight_floor, self.capacity)
 
     def _wait_cap(self, camera: str, timeout_s: float) -> bool:
         cap = self._cap = self.in_flight_cap(camera)
@@ -424,24 +429,22 @@ class Scheduler:
         ticket: _Ticket = completion.tag
         frame = ticket.frame
         cam = self.metrics.camera(frame.camera)
-        if completion.error is not None or (
-            completion.outputs is None and completion.detections is None
-        ):
+        got = completion.result
+        if isinstance(got, BaseException):
             self.metrics.inference_errors.inc()
             cam.drop("inference_error")
-            if isinstance(completion.error, FatalDeviceError) and self.fatal is None:
-                self.fatal = completion.error
+            if isinstance(got, FatalDeviceError) and self.fatal is None:
+                self.fatal = got
                 if self._on_fatal is not None:
-                    self._on_fatal(completion.error)
+                    self._on_fatal(got)
             return None
         self.metrics.inference_latency.observe(completion.infer_s)
         rules = self._rules.get(frame.camera, self._default_rules)
-        if completion.detections is not None:  # postprocessed on the device already
-            dets = completion.detections
+        if isinstance(got, Detections):  # postprocessed on the device already
+            dets = got
         else:
-            assert completion.outputs is not None
             dets = postprocess(
-                [o[0] for o in completion.outputs],
+                [o[0] for o in got],
                 ticket.letterbox,
                 self.decoder,
                 rules.params,
