@@ -7,6 +7,8 @@ assemble here. This is the only module that knows the order of the stages::
                     -> TrackingStage -> ClipRecorder -> SinkPool (JSONL, snapshots, MQTT, ...)
     capture workers -(packet tap)-> the ClipRecorder's per-camera ring (cameras with clips)
 
+The steps after the scheduler are result stages (``vidpipe.stages``), chained once at start.
+
 ``plan_inference`` does everything that can reject a config (compile the model, resolve class
 filters, build the tracking scenes) before anything runs; ``Pipeline`` starts the stages from
 a plan, applies a reload's difference, and stops them in pipeline order, every step with a
@@ -20,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from vidpipe.capture import nvdec_source
+from vidpipe.capture.decoders import CaptureContext, check_decoders
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
 from vidpipe.config import Config, ConfigError, register_secrets
@@ -41,6 +43,7 @@ from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
+from vidpipe.stages import chain
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import CameraState, FrameResult
 from vidpipe.web import RouteInstaller, WebServer, build_app
@@ -72,11 +75,11 @@ def plan_inference(
 
     Raises:
         BackendError: the model cannot be compiled or does not fit ``model.type``.
-        ConfigError: a class name or id is not the model's (lists every one), or nvdec
-            cameras but no PyNvVideoCodec or CUDA.
+        ConfigError: a class name or id is not the model's (lists every one), or a camera's
+            capture decoder cannot start here (its library or device is missing).
     """
     register_secrets(cfg.secrets())  # a Config built in code was never through the loader
-    if missing := nvdec_source.check_nvdec(cfg):
+    if missing := check_decoders(cfg):
         raise ConfigError(missing)
     opened = loaded is None
     model = loaded if loaded is not None else open_model(cfg.model, running_inference(cfg, shard))
@@ -227,6 +230,12 @@ class Pipeline:
         health: the probes' state; the pipeline reports its progress to it.
         shard: None runs every enabled camera; else only the cameras this shard owns.
         on_fatal: called once when the inference device is lost.
+
+    Attributes:
+        capture: what the capture workers share (decoder state, read groups); kept across
+            reloads, so a restarted camera rejoins the same gate and groups.
+        capture_phase: ``realtime`` file cameras play from when they opened (``free``) or on
+            one clock grid (``aligned``: ``vidpipe bench --realtime``); set before ``start``.
     """
 
     def __init__(
@@ -243,6 +252,8 @@ class Pipeline:
         self.shard = shard
         self._on_fatal = on_fatal
         self.hub = FrameHub()
+        self.capture = CaptureContext()
+        self.capture_phase: Literal["free", "aligned"] = "free"
         self.workers: dict[str, CaptureWorker] = {}
         self._boxes: dict[str, Mailbox] = {}
         self.scheduler: Scheduler | None = None
@@ -275,11 +286,12 @@ class Pipeline:
         self._listeners = [s for s in sinks if isinstance(s, CameraStateListener)]
         self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
-        # a stateful step between the scheduler and the sinks: tracking, zones and lines
-        self.tracking = TrackingStage(plan.scenes, self._tracked, self.metrics)
+        self.tracking = TrackingStage(plan.scenes, self.metrics)
+        # every result's way after inference, in order; clips may add clip events
+        self._results = chain([self.tracking, self.clips.observe, self.sinks.submit])
         self.scheduler = self._new_scheduler(plan)
         self.health.attach(self._progress)
-        nvdec_source.bind_metrics(self.metrics, cfg)
+        self.capture.bind_metrics(self.metrics, cfg)
         self.scheduler.start(self.hub)
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
@@ -317,19 +329,14 @@ class Pipeline:
             ", bearer token required" if http.token else "",
         )
 
-    def _tracked(self, result: FrameResult) -> None:
-        """After tracking: clip triggers (and the clip events to announce), then the sinks."""
-        assert self.sinks is not None
-        self.sinks.submit(self.clips.observe(result))
-
     def _new_scheduler(self, plan: InferencePlan) -> Scheduler:
-        assert self.sinks is not None and self.tracking is not None
+        assert self.sinks is not None
         self.loaded = plan.loaded
         return build_scheduler(
             self.cfg,
             plan,
             self.metrics,
-            self.tracking,  # cameras without tracking pass straight through to the sinks
+            self._results,
             # crops need the frames of cameras that record clips
             keep_images=self.sinks.wants_images
             or any(c.clips.enabled and c.clips.crop.enabled for c in self.cfg.cameras),
@@ -349,8 +356,16 @@ class Pipeline:
         live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
         box = self.hub.add(name, "newest" if live else "block", cm.overwritten)
         self._boxes[name] = box
-        nvdec_source.bind_camera_metrics(self.metrics, self.cfg, cam)
-        worker = CaptureWorker(cam, self.cfg.capture, box, cm, on_state=self._camera_state)
+        self.capture.bind_camera_metrics(self.metrics, self.cfg, cam)
+        worker = CaptureWorker(
+            cam,
+            self.cfg.capture,
+            box,
+            cm,
+            on_state=self._camera_state,
+            context=self.capture,
+            phase=self.capture_phase,
+        )
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
             worker.set_packet_tap(
                 self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))

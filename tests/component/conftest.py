@@ -10,6 +10,7 @@ import pytest
 
 from tests.component.capture_rig import Rig, capture_threads
 from tests.rtsp import gst_rtsp_available
+from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 
@@ -46,9 +47,9 @@ def sources(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[PyAVSource]]:
     """Every ``PyAVSource`` the workers make (the real decoder, kept to read its counters)."""
     made: list[PyAVSource] = []
 
-    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
+    def factory(camera: CameraConfig, defaults: CaptureConfig, _: CaptureContext) -> PyAVSource:
         made.append(PyAVSource(camera, defaults))
         return made[-1]
 
-    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", factory)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", DecoderKind(factory))
     yield made

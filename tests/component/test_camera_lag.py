@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.component.capture_rig import CAR, Rig, until
+from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.capture.session import Session
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
@@ -34,11 +35,11 @@ def test_a_reader_that_keeps_pace_shows_no_lag_and_a_slow_one_shows_it_growing(
             time.sleep(FRAME_S * 1.6)  # 60 % slower than the stream
             return super().read()
 
-    def factory(camera: CameraConfig, defaults: CaptureConfig) -> PyAVSource:
+    def factory(camera: CameraConfig, defaults: CaptureConfig, _: CaptureContext) -> PyAVSource:
         cls = SlowSource if camera.name == "slow" else PyAVSource
         return cls(camera, defaults)
 
-    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", factory)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "pyav", DecoderKind(factory))
     clip = str(videos / f"{CAR}.mp4")
     for name in ("paced", "slow"):
         rig.worker(name, clip, "newest", realtime=True)[0].start()

@@ -3,7 +3,8 @@ threads (``capture.nvdec_group_size``), over a fake PyNvVideoCodec (no GPU here)
 
 The worker, mailbox, backoff, watchdog and metrics are the production ones; the decoder
 library is the fake of ``tests/unit/test_nvdec_fake_gpu.py`` (packet ``k`` decodes to frame
-``k``, 25 fps). Each test gets a fresh set of groups, so thread names and counts are its own.
+``k``, 25 fps). Each test's cameras share a capture context of their own, so the groups'
+thread names and counts are the test's own.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import pytest
 from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec
 from vidpipe.capture import CaptureWorker
-from vidpipe.capture import worker as capture_worker
+from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.group import ReadGroups
 from vidpipe.capture.nvdec import NvdecReader
-from vidpipe.capture.nvdec_source import NvdecSource
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
 from vidpipe.schedule.hub import FrameHub
@@ -45,7 +46,9 @@ class Cameras:
     """Workers over realtime looping fake-NVDEC file cameras, one codec each, their frames
     taken by a consumer thread that can be paused (its mailboxes then overwrite frames)."""
 
-    def __init__(self, codecs: dict[str, FakeCodec], **camera: Any) -> None:
+    def __init__(
+        self, codecs: dict[str, FakeCodec], context: CaptureContext, **camera: Any
+    ) -> None:
         self.codecs = codecs
         self.metrics = Metrics()
         self.hub = FrameHub()
@@ -63,9 +66,11 @@ class Cameras:
             cm = self.metrics.camera(name)
             box = self.hub.add(name, "newest", lambda _f, cm=cm: cm.drop("overwritten"))
             self.boxes[name] = box
-            self.workers[name] = CaptureWorker(cam, GROUPED, box, cm)
+            self.workers[name] = CaptureWorker(cam, GROUPED, box, cm, context=context)
 
-    def source(self, cam: CameraConfig, defaults: CaptureConfig) -> NvdecSource:
+    def source(
+        self, cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext
+    ) -> NvdecSource:
         def surface(k: int) -> np.ndarray:
             self.read_threads.add(threading.current_thread().name)
             self.reads[cam.name].append(k)
@@ -73,7 +78,13 @@ class Cameras:
 
         codec = self.codecs[cam.name]
         reader = NvdecReader(cam.url, codec=codec, to_tensor=surface)
-        return NvdecSource(cam, defaults, reader=reader, own_copy=lambda s: (np.copy(s), None))
+        return NvdecSource(
+            cam,
+            defaults,
+            shared=ctx.shared(NvdecShared),
+            reader=reader,
+            own_copy=lambda s: (np.copy(s), None),
+        )
 
     def _consume(self) -> None:
         while not self._stop.is_set():
@@ -112,14 +123,17 @@ def _tag(frame: Frame) -> int:
 
 
 @pytest.fixture
-def groups(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReadGroups]:
-    fresh = ReadGroups()
-    monkeypatch.setattr(capture_worker, "GROUPS", fresh)
-    yield fresh
+def context() -> CaptureContext:
+    return CaptureContext()
+
+
+@pytest.fixture
+def groups(context: CaptureContext) -> Iterator[ReadGroups]:
+    yield context.groups
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, cams: Cameras) -> None:
-    monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", cams.source)
+    monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", DecoderKind(cams.source))
 
 
 def _group_threads_alive() -> list[str]:
@@ -128,9 +142,9 @@ def _group_threads_alive() -> list[str]:
 
 @pytest.mark.timeout(30)
 def test_five_cameras_are_read_by_two_group_threads_in_order_fake_gpu(
-    groups: ReadGroups, monkeypatch: pytest.MonkeyPatch
+    groups: ReadGroups, context: CaptureContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cams = Cameras({f"cam{i}": FakeCodec(packets=6, delay=1) for i in range(5)})
+    cams = Cameras({f"cam{i}": FakeCodec(packets=6, delay=1) for i in range(5)}, context)
     _install(monkeypatch, cams)
     with cams:
         until(lambda: all(len(cams.of(n)) >= 8 for n in cams.codecs))
@@ -148,7 +162,7 @@ def test_five_cameras_are_read_by_two_group_threads_in_order_fake_gpu(
 
 @pytest.mark.timeout(30)
 def test_a_broken_camera_reconnects_while_its_group_keeps_reading_fake_gpu(
-    groups: ReadGroups, monkeypatch: pytest.MonkeyPatch
+    groups: ReadGroups, context: CaptureContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     codecs = {
         # 40 rejected packets in a row exceed the reader's limit: read_failed, backoff, reopen
@@ -156,7 +170,7 @@ def test_a_broken_camera_reconnects_while_its_group_keeps_reading_fake_gpu(
         "fine1": FakeCodec(packets=5, delay=0),
         "fine2": FakeCodec(packets=5, delay=0),
     }
-    cams = Cameras(codecs)
+    cams = Cameras(codecs, context)
     _install(monkeypatch, cams)
     with cams:
         until(
@@ -176,11 +190,11 @@ def test_a_broken_camera_reconnects_while_its_group_keeps_reading_fake_gpu(
 
 @pytest.mark.timeout(30)
 def test_open_failures_back_off_without_a_group_slot_fake_gpu(
-    groups: ReadGroups, monkeypatch: pytest.MonkeyPatch
+    groups: ReadGroups, context: CaptureContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     codecs = {"down": FakeCodec(packets=4, delay=0), "up": FakeCodec(packets=4, delay=0)}
     codecs["down"].fail_open = RuntimeError("no such file")
-    cams = Cameras(codecs)
+    cams = Cameras(codecs, context)
     _install(monkeypatch, cams)
     with cams:
         until(lambda: cams.sample("vidpipe_camera_errors_total", "down", reason="open_failed") >= 2)
@@ -195,11 +209,13 @@ def test_open_failures_back_off_without_a_group_slot_fake_gpu(
 
 @pytest.mark.timeout(30)
 def test_drop_accounting_adds_up_in_a_group_fake_gpu(
-    groups: ReadGroups, monkeypatch: pytest.MonkeyPatch
+    groups: ReadGroups, context: CaptureContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every frame a grouped camera decodes is taken, overwritten in its mailbox, decimated,
     or still waiting at the end: the same accounting as a camera with a thread of its own."""
-    cams = Cameras({f"cam{i}": FakeCodec(packets=7, delay=1) for i in range(4)}, detect_fps=10)
+    cams = Cameras(
+        {f"cam{i}": FakeCodec(packets=7, delay=1) for i in range(4)}, context, detect_fps=10
+    )
     _install(monkeypatch, cams)
     with cams:
         until(lambda: all(len(cams.of(n)) >= 3 for n in cams.codecs))

@@ -8,6 +8,7 @@ decoder runs in tests/gpu/test_nvdec_gpu.py and tests/gpu/test_nvdec_daemon_gpu.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,10 +21,10 @@ import pytest
 
 from tests.component.capture_rig import until
 from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDecodeError, FakeDemuxer
-from vidpipe.capture import CaptureWorker, nvdec_source
-from vidpipe.capture import source as capture_source
+from vidpipe.capture import CaptureWorker
+from vidpipe.capture.decoders import CaptureContext, decoder_kind
 from vidpipe.capture.nvdec import NvdecReader
-from vidpipe.capture.nvdec_source import NvdecSource, check_nvdec, nv12_to_bgr
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource, check_nvdec, nv12_to_bgr
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig, Config
@@ -55,9 +56,11 @@ class Rig:
         codec: FakeCodec,
         policy: str = "block",
         defaults: CaptureConfig = FAST,
+        context: CaptureContext | None = None,
         **camera: Any,
     ) -> None:
         self.codec = codec
+        self.context = CaptureContext() if context is None else context
         self.cam = CameraConfig(name="gpu-cam", url="file:///clips/a.mp4", **camera)
         self.metrics = Metrics()
         self.hub = FrameHub()
@@ -72,6 +75,7 @@ class Rig:
             self.box,
             self.metrics.camera(self.cam.name),
             on_state=lambda _n, s: self.states.append(s),
+            context=self.context,
         )
 
     def _consume(self) -> None:
@@ -98,14 +102,22 @@ class Rig:
 
 @pytest.fixture
 def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeCodec], None]:
-    """Make the ``nvdec`` decoder open its cameras through a fake PyNvVideoCodec."""
+    """Make the ``nvdec`` decoder open its cameras through a fake PyNvVideoCodec (its hooks
+    stay the real ones)."""
 
     def install(codec: FakeCodec) -> None:
-        def factory(cam: CameraConfig, defaults: CaptureConfig) -> NvdecSource:
+        def factory(cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> NvdecSource:
             reader = NvdecReader(cam.url, gpu=cam.gpu or 0, codec=codec, to_tensor=_surface)
-            return NvdecSource(cam, defaults, reader=reader, own_copy=lambda s: (np.copy(s), None))
+            return NvdecSource(
+                cam,
+                defaults,
+                shared=ctx.shared(NvdecShared),
+                reader=reader,
+                own_copy=lambda s: (np.copy(s), None),
+            )
 
-        monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", factory)
+        kind = dataclasses.replace(decoder_kind("nvdec"), source=factory)
+        monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", kind)
 
     return install
 
@@ -222,10 +234,19 @@ def test_a_frozen_stream_is_caught_by_the_watchdog_fake_gpu(
 
 
 @pytest.fixture
-def gate_held_by_another_camera(monkeypatch: pytest.MonkeyPatch) -> Iterator[Permit]:
-    """A fresh start-up gate for the test, its one turn taken (limit 1, as ``ONE_AT_ONCE``)."""
-    gate = OpenGate()
-    monkeypatch.setattr(nvdec_source, "OPENING", gate)
+def context() -> CaptureContext:
+    """The capture context of the test's cameras, so the test can reach their gate."""
+    return CaptureContext()
+
+
+def _gate(context: CaptureContext) -> OpenGate:
+    return context.shared(NvdecShared).opening
+
+
+@pytest.fixture
+def gate_held_by_another_camera(context: CaptureContext) -> Iterator[Permit]:
+    """The test's start-up gate with its one turn taken (limit 1, as ``ONE_AT_ONCE``)."""
+    gate = _gate(context)
     held = gate.permit(1)
     assert held.wait()
     yield held
@@ -238,12 +259,14 @@ ONE_AT_ONCE = FAST.model_copy(update={"nvdec_open_concurrency": 1})
 
 @pytest.mark.timeout(20)
 def test_a_camera_waiting_its_turn_to_open_is_not_taken_for_stalled_fake_gpu(
-    fake_nvdec: Callable[[FakeCodec], None], gate_held_by_another_camera: Permit
+    fake_nvdec: Callable[[FakeCodec], None],
+    context: CaptureContext,
+    gate_held_by_another_camera: Permit,
 ) -> None:
     codec = FakeCodec(packets=5, delay=0)
     fake_nvdec(codec)
-    with Rig(codec, defaults=ONE_AT_ONCE) as rig:
-        until(lambda: nvdec_source.OPENING.waiting == 1)
+    with Rig(codec, defaults=ONE_AT_ONCE, context=context) as rig:
+        until(lambda: _gate(context).waiting == 1)
         # Past open_timeout + stall_timeout (0.5 + 0.5 s): a stall, were the wait counted.
         time.sleep(1.5)
         assert rig.worker.stats()["errors"] == 0 and codec.opened == []
@@ -256,13 +279,15 @@ def test_a_camera_waiting_its_turn_to_open_is_not_taken_for_stalled_fake_gpu(
 
 @pytest.mark.timeout(20)
 def test_stopping_a_camera_that_waits_its_turn_ends_the_wait_fake_gpu(
-    fake_nvdec: Callable[[FakeCodec], None], gate_held_by_another_camera: Permit
+    fake_nvdec: Callable[[FakeCodec], None],
+    context: CaptureContext,
+    gate_held_by_another_camera: Permit,
 ) -> None:
     codec = FakeCodec(packets=5, delay=0)
     fake_nvdec(codec)
-    with Rig(codec, defaults=ONE_AT_ONCE):  # leaving it stops the worker and joins (5 s)
-        until(lambda: nvdec_source.OPENING.waiting == 1)
-    assert nvdec_source.OPENING.waiting == 0, "the stopped camera left the queue"
+    with Rig(codec, defaults=ONE_AT_ONCE, context=context):  # leaving it stops and joins (5 s)
+        until(lambda: _gate(context).waiting == 1)
+    assert _gate(context).waiting == 0, "the stopped camera left the queue"
     assert codec.opened == [], "and never opened"
 
 
@@ -273,12 +298,13 @@ def test_each_camera_gets_its_own_decoder_fake_gpu(
     cpu = CameraConfig(name="cpu", url="a.mp4")
     gpu = CameraConfig(name="gpu", url="a.mp4", decoder="nvdec")
     defaults = CaptureConfig()  # decoder: pyav
-    assert isinstance(capture_source.make_source(cpu, defaults), PyAVSource)
-    assert isinstance(capture_source.make_source(gpu, defaults), NvdecSource)
+    ctx = CaptureContext()
+    assert isinstance(ctx.source(cpu, defaults), PyAVSource)
+    assert isinstance(ctx.source(gpu, defaults), NvdecSource)
     on_gpu = CaptureConfig(decoder="nvdec")
-    assert isinstance(capture_source.make_source(cpu, on_gpu), NvdecSource)
+    assert isinstance(ctx.source(cpu, on_gpu), NvdecSource)
     pinned = CameraConfig(name="cpu2", url="a.mp4", decoder="pyav")
-    assert isinstance(capture_source.make_source(pinned, on_gpu), PyAVSource)
+    assert isinstance(ctx.source(pinned, on_gpu), PyAVSource)
 
 
 def test_a_device_picture_downloads_as_the_cpu_conversion_gives_it_fake_gpu() -> None:
@@ -392,8 +418,6 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
 ) -> None:
     from prometheus_client import generate_latest
 
-    from vidpipe.capture.nvdec_source import bind_camera_metrics, bind_metrics
-
     codec = FakeCodec(packets=20, delay=1, bad={3, 4, 9})
     rejected = count_rejections(codec)
     fake_nvdec(codec)
@@ -402,16 +426,15 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
         cameras=[{"name": "gpu-cam", "url": "a.mp4", "decoder": "nvdec"}],
     )
     rig = Rig(codec, loop=True)
-    bind_metrics(rig.metrics, cfg)
-    bind_camera_metrics(rig.metrics, cfg, cfg.cameras[0])
-    before = rig.sample("vidpipe_gpu_decode_errors")  # process-wide: earlier tests' camera
+    rig.context.bind_metrics(rig.metrics, cfg)  # every decoder's hooks, as the pipeline does
+    rig.context.bind_camera_metrics(rig.metrics, cfg, cfg.cameras[0])
     with rig:
         until(lambda: len(rig.frames) >= 40)  # two passes or more
         scraped = generate_latest(rig.metrics.registry).decode()
     assert "vidpipe_nvdec_sessions 1.0" in scraped, "one decoder open while streaming"
     assert 'vidpipe_nvdec_opens{state="waiting"} 0.0' in scraped, "no camera waits its turn"
     assert 'vidpipe_camera_decoder{camera="gpu-cam",decoder="nvdec"} 1.0' in scraped
-    errors = rig.sample("vidpipe_gpu_decode_errors") - before
+    errors = rig.sample("vidpipe_gpu_decode_errors")
     # The fake's own tally: the worker may stop in the middle of a pass, after some of its
     # 3 bad packets, so the count need not be a multiple of 3.
     assert len(rejected) >= 6, "two passes or more, 3 bad packets each"

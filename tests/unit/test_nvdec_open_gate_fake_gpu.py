@@ -3,8 +3,9 @@
 Each camera is a real ``NvdecSource`` over a fake reader (no GPU, no PyNvVideoCodec): its
 ``open`` starts the camera, and its first ``read`` waits until the test lets it decode frame
 0. The fakes record which cameras are between open and their first frame, so the tests see
-how many start at once. Every test has its own gate (``OPENING`` swapped out), so a turn
-leaked by another test cannot hide or cause a failure here.
+how many start at once. Every test's cameras share a gate of their own (one ``NvdecShared``,
+as the cameras of one pipeline do), so a turn leaked by another test cannot hide or cause a
+failure here.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vidpipe.capture import nvdec_source
 from vidpipe.capture.nvdec import NvdecError, NvdecInfo, NvdecReader
-from vidpipe.capture.nvdec_source import NvdecSource
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.open_gate import OpenGate
 from vidpipe.capture.source import SourceError
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -79,19 +79,25 @@ class FakeStartingReader(NvdecReader):
 
 
 @pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenGate]:
-    fresh = OpenGate()
-    monkeypatch.setattr(nvdec_source, "OPENING", fresh)
-    yield fresh
+def shared() -> NvdecShared:
+    return NvdecShared()
+
+
+@pytest.fixture
+def gate(shared: NvdecShared) -> Iterator[OpenGate]:
+    yield shared.opening
 
 
 def _camera(
-    name: str, starts: Starts, limit: int, fail: str | None = None
+    name: str, starts: Starts, limit: int, shared: NvdecShared, fail: str | None = None
 ) -> tuple[NvdecSource, FakeStartingReader]:
     reader = FakeStartingReader(name, starts, fail)
     cam = CameraConfig(name=name, url=reader.url, decoder="nvdec")
     defaults = CaptureConfig(decoder="nvdec", nvdec_open_concurrency=limit)
-    return NvdecSource(cam, defaults, reader=reader, own_copy=lambda s: (np.copy(s), None)), reader
+    source = NvdecSource(
+        cam, defaults, shared=shared, reader=reader, own_copy=lambda s: (np.copy(s), None)
+    )
+    return source, reader
 
 
 def _start_in_thread(source: NvdecSource, out: dict[str, Any], name: str) -> threading.Thread:
@@ -111,10 +117,10 @@ def _start_in_thread(source: NvdecSource, out: dict[str, Any], name: str) -> thr
 
 @pytest.mark.timeout(20)
 def test_two_of_five_fake_cameras_start_at_once_and_all_five_get_a_first_frame_fake_gpu(
-    gate: OpenGate,
+    gate: OpenGate, shared: NvdecShared
 ) -> None:
     starts = Starts()
-    cameras = [_camera(f"cam{i}", starts, limit=2) for i in range(5)]
+    cameras = [_camera(f"cam{i}", starts, limit=2, shared=shared) for i in range(5)]
     frames: dict[str, Any] = {}
     threads = [_start_in_thread(src, frames, reader.name) for src, reader in cameras]
     _until(lambda: gate.opening == 2 and gate.waiting == 3)
@@ -129,17 +135,17 @@ def test_two_of_five_fake_cameras_start_at_once_and_all_five_get_a_first_frame_f
     assert starts.peak == 2, "never more than the limit between open and first frame"
     assert (gate.opening, gate.waiting) == (0, 0), "every turn given back"
     for src, _ in cameras:
-        src.close()  # STATS counts open decoders process-wide
+        src.close()
 
 
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize(("fail", "reason"), [("error", "open_failed"), ("no video", "no_frames")])
 def test_a_failed_open_gives_its_turn_to_the_next_fake_camera_fake_gpu(
-    gate: OpenGate, fail: str, reason: str
+    gate: OpenGate, shared: NvdecShared, fail: str, reason: str
 ) -> None:
     starts = Starts()
-    bad, _ = _camera("bad", starts, limit=1, fail=fail)
-    good, good_reader = _camera("good", starts, limit=1)
+    bad, _ = _camera("bad", starts, limit=1, shared=shared, fail=fail)
+    good, good_reader = _camera("good", starts, limit=1, shared=shared)
     with pytest.raises(SourceError) as raised:
         bad.open()
     assert raised.value.reason == reason
@@ -153,12 +159,12 @@ def test_a_failed_open_gives_its_turn_to_the_next_fake_camera_fake_gpu(
 
 @pytest.mark.timeout(20)
 def test_closing_fake_cameras_that_wait_or_hold_their_turn_frees_every_turn_fake_gpu(
-    gate: OpenGate,
+    gate: OpenGate, shared: NvdecShared
 ) -> None:
     starts = Starts()
-    holder, _ = _camera("holder", starts, limit=1)
+    holder, _ = _camera("holder", starts, limit=1, shared=shared)
     holder.open()  # holds the one turn until its first read, or its close
-    waiter, _ = _camera("waiter", starts, limit=1)
+    waiter, _ = _camera("waiter", starts, limit=1, shared=shared)
     out: dict[str, Any] = {}
     thread = _start_in_thread(waiter, out, "waiter")
     _until(lambda: gate.waiting == 1)
@@ -169,7 +175,7 @@ def test_closing_fake_cameras_that_wait_or_hold_their_turn_frees_every_turn_fake
     assert (gate.opening, gate.waiting) == (1, 0)
     holder.close()  # never got a frame
     assert (gate.opening, gate.waiting) == (0, 0), "no turn leaked"
-    fresh, fresh_reader = _camera("fresh", starts, limit=1)
+    fresh, fresh_reader = _camera("fresh", starts, limit=1, shared=shared)
     fresh_reader.go.set()
     _start_in_thread(fresh, out, "fresh").join(5.0)
     assert isinstance(out.get("fresh"), DeviceImage), "the next camera starts at once"
@@ -178,10 +184,10 @@ def test_closing_fake_cameras_that_wait_or_hold_their_turn_frees_every_turn_fake
 
 @pytest.mark.timeout(20)
 def test_a_cancelled_wait_ends_and_an_abandoned_holder_stops_counting_fake_gpu(
-    gate: OpenGate,
+    gate: OpenGate, shared: NvdecShared
 ) -> None:
     starts = Starts()
-    (a, _), (b, _), (c, _) = (_camera(n, starts, limit=1) for n in "abc")
+    (a, _), (b, _), (c, _) = (_camera(n, starts, limit=1, shared=shared) for n in "abc")
     cancel_a, cancel_b, cancel_c = threading.Event(), threading.Event(), threading.Event()
     assert a.wait_turn(cancel_a)
     result: dict[str, bool] = {}
@@ -235,3 +241,15 @@ def test_a_gate_limit_below_one_is_refused() -> None:
         OpenGate().permit(0)
     with pytest.raises(ValueError, match="nvdec_open_concurrency"):
         CaptureConfig(nvdec_open_concurrency=0)
+
+
+def test_cameras_share_a_gate_only_within_one_capture_context() -> None:
+    from vidpipe.capture.decoders import CaptureContext
+
+    one, two = CaptureContext(), CaptureContext()
+    assert one.shared(NvdecShared) is one.shared(NvdecShared), "one pipeline: one gate"
+    assert one.shared(NvdecShared).opening is not two.shared(NvdecShared).opening
+    assert one.groups is not two.groups
+    cam = CameraConfig(name="a", url="file:///clips/a.mp4", decoder="nvdec")
+    alone = NvdecSource(cam, CaptureConfig(decoder="nvdec"))
+    assert alone._shared is not NvdecSource(cam, CaptureConfig(decoder="nvdec"))._shared

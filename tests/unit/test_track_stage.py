@@ -11,7 +11,7 @@ from vidpipe.config import Config, ConfigError, parse_config
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.sinks.record import detection_dicts
-from vidpipe.track.stage import TrackingStage, build_scenes
+from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import Detections, FrameResult
 
 LABELS = Labels(("person", "bicycle", "car"))
@@ -68,12 +68,25 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+class Recorded(TrackingStage):
+    """The stage, with every result it hands to the next stage kept in ``out``."""
+
+    def __init__(self, scenes: dict[str, CameraScene], metrics: Metrics) -> None:
+        super().__init__(scenes, metrics)
+        self.out: list[FrameResult] = []
+
+    def __call__(self, result: FrameResult) -> FrameResult:
+        passed = super().__call__(result)
+        self.out.append(passed)
+        return passed
+
+
 def make(text: str = CONFIG) -> tuple[TrackingStage, list[FrameResult], Metrics]:
     cfg = config(text)
     metrics = Metrics()
-    out: list[FrameResult] = []
     scenes = build_scenes(cfg, LABELS, {"door": None, "plain": None}, metrics)
-    return TrackingStage(scenes, out.append, metrics), out, metrics
+    stage = Recorded(scenes, metrics)
+    return stage, stage.out, metrics
 
 
 def test_walker_leaves_the_hall_and_crosses_the_middle_line_once() -> None:

@@ -2,6 +2,7 @@
 
 from vidpipe.capture import nvdec_source, pyav_source  # register decoders nvdec, pyav
 from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.decoders import CaptureContext, DecoderKind, register_source
 from vidpipe.capture.pacing import Decimator
 from vidpipe.capture.session import ALLOWED_TRANSITIONS, IllegalTransitionError, check_transition
 from vidpipe.capture.source import PacketTap, StreamParams, TapPacket
@@ -11,8 +12,10 @@ __all__ = [
     "ALLOWED_TRANSITIONS",
     "Backoff",
     "BackoffStep",
+    "CaptureContext",
     "CaptureWorker",
     "Decimator",
+    "DecoderKind",
     "IllegalTransitionError",
     "PacketTap",
     "StreamParams",
@@ -20,4 +23,5 @@ __all__ = [
     "check_transition",
     "nvdec_source",
     "pyav_source",
+    "register_source",
 ]

@@ -141,8 +141,9 @@ class ReadGroup:
 
 
 class ReadGroups:
-    """The process's read groups: a session joins the group with the fewest members below
-    ``size`` (a new one if all are full) and leaves it when its frame loop ends."""
+    """A pipeline's read groups (``CaptureContext.groups``): a session joins the group with
+    the fewest members below ``size`` (a new one if all are full) and leaves it when its
+    frame loop ends."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -169,6 +170,3 @@ class ReadGroups:
         """Sessions per group now (for tests and status)."""
         with self._lock:
             return [g.members for g in self.groups]
-
-
-GROUPS = ReadGroups()

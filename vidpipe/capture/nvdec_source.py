@@ -21,26 +21,27 @@ import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.open_gate import OpenGate, Permit
-from vidpipe.capture.source import PacketListener, SourceError, SourceInfo, register_source
+from vidpipe.capture.source import PacketListener, SourceError, SourceInfo
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
 from vidpipe.metrics import Metrics
 from vidpipe.types import DeviceImage
 
 
 class NvdecStats:
-    """Process-wide NVDEC figures for the metrics: open decoders, rejected packets per camera.
-
-    Sources update it on their reader threads; scrapes read it (``bind_metrics``).
+    """NVDEC figures of one pipeline for the metrics: open decoders, rejected packets per
+    camera. Sources update it on their reader threads; scrapes read it (``bind_metrics``).
     """
 
     def __init__(self) -> None:
@@ -61,31 +62,38 @@ class NvdecStats:
             return self._errors.get(camera, 0)
 
 
-STATS = NvdecStats()
-#: Process-wide: how many nvdec cameras are starting (open to first read) at once
-#: (``capture.nvdec_open_concurrency``; ``vidpipe.capture.open_gate``).
-OPENING = OpenGate()
+@dataclass(frozen=True)
+class NvdecShared:
+    """What the nvdec cameras of one pipeline share (``CaptureContext.shared``).
+
+    Attributes:
+        stats: the figures for the metrics.
+        opening: how many cameras are starting (open to first read) at once
+            (``capture.nvdec_open_concurrency``; ``open_gate.py``).
+    """
+
+    stats: NvdecStats = field(default_factory=NvdecStats)
+    opening: OpenGate = field(default_factory=OpenGate)
 
 
-def bind_metrics(metrics: Metrics, cfg: Config) -> None:
+def bind_metrics(metrics: Metrics, cfg: Config, context: CaptureContext) -> None:
     """Export the NVDEC sessions open and the memory in use on the inference GPUs (read at
     scrape time; nothing on the frame path)."""
-    metrics.nvdec_sessions.set_function(lambda: STATS.sessions)
-    metrics.nvdec_opens.labels(state="opening").set_function(lambda: OPENING.opening)
-    metrics.nvdec_opens.labels(state="waiting").set_function(lambda: OPENING.waiting)
+    shared = context.shared(NvdecShared)
+    metrics.nvdec_sessions.set_function(lambda: shared.stats.sessions)
+    metrics.nvdec_opens.labels(state="opening").set_function(lambda: shared.opening.opening)
+    metrics.nvdec_opens.labels(state="waiting").set_function(lambda: shared.opening.waiting)
     if isinstance(cfg.inference, GpuConfig) and cfg.inference.type == "torch":
         for gpu in cfg.inference.devices:
             used = metrics.gpu_memory_used.labels(gpu=str(gpu))
             used.set_function(functools.partial(_memory_used, gpu))
 
 
-def bind_camera_metrics(metrics: Metrics, cfg: Config, camera: CameraConfig) -> None:
-    """Export a camera's decoder and, for nvdec, the packets its GPU decoder rejected."""
-    decoder = cfg.decoder_of(camera)
-    metrics.camera_decoder.labels(camera=camera.name, decoder=decoder).set(1)
-    if decoder == "nvdec":
-        errors = metrics.gpu_decode_errors.labels(camera=camera.name)
-        errors.set_function(lambda: STATS.decode_errors(camera.name))
+def bind_camera_metrics(metrics: Metrics, camera: CameraConfig, context: CaptureContext) -> None:
+    """Export the packets an nvdec camera's GPU decoder rejected."""
+    stats = context.shared(NvdecShared).stats
+    errors = metrics.gpu_decode_errors.labels(camera=camera.name)
+    errors.set_function(lambda: stats.decode_errors(camera.name))
 
 
 def _memory_used(gpu: int) -> float:
@@ -219,7 +227,7 @@ class NvdecSource:
     """One NVDEC connection of one camera (``source.Source``).
 
     Its start-up, from ``open`` (``wait_turn`` when the worker calls it first) to the end of
-    its first read, holds a turn of the process-wide ``OPENING`` gate, so at most
+    its first read, holds a turn of its pipeline's gate (``NvdecShared.opening``), so at most
     ``capture.nvdec_open_concurrency`` cameras start at once; a failed open and ``close``
     give the turn back too.
 
@@ -228,6 +236,8 @@ class NvdecSource:
         defaults: the shared capture settings (``nvdec_prefetch``: file cameras decode
             ahead on PyNvVideoCodec's own thread, ``PrefetchNvdecReader``;
             ``nvdec_open_concurrency``: the gate's limit).
+        shared: the gate and figures of the pipeline's nvdec cameras (None: its own, shared
+            with no other source).
         reader: the reader to use (tests pass one over a fake PyNvVideoCodec).
         own_copy: copies a decoded surface into memory the frame owns; returns the copy and
             the CUDA event that marks it complete (default ``DecoderStream.own_copy``).
@@ -240,12 +250,14 @@ class NvdecSource:
         camera: CameraConfig,
         defaults: CaptureConfig,
         *,
+        shared: NvdecShared | None = None,
         reader: NvdecReader | PrefetchNvdecReader | None = None,
         own_copy: Callable[[Any], tuple[Any, Any]] | None = None,
         cuda: Callable[[int], DecoderStream] = DecoderStream,
     ) -> None:
         self._prefetch = 0 if camera.is_stream else defaults.nvdec_prefetch
         self._open_limit = defaults.nvdec_open_concurrency
+        self._shared = NvdecShared() if shared is None else shared
         self._permit: Permit | None = None  # this camera's turn at the gate, until started
         self.packet_listener: PacketListener | None = None
         self.gpu = 0 if camera.gpu is None else camera.gpu
@@ -292,7 +304,7 @@ class NvdecSource:
         return self._reader
 
     def wait_turn(self, cancel: threading.Event) -> bool:
-        """Wait until fewer than ``capture.nvdec_open_concurrency`` cameras of this process
+        """Wait until fewer than ``capture.nvdec_open_concurrency`` cameras of the pipeline
         are starting. The worker calls it before ``open`` and does not count the wait as
         open time. False: ``cancel`` was set, or the source was closed, first."""
         return self._turn(cancel).wait()
@@ -300,7 +312,7 @@ class NvdecSource:
     def _turn(self, cancel: threading.Event | None = None) -> Permit:
         """This start's permit: the one ``wait_turn`` took, else a new one."""
         if self._permit is None or self._permit.released:
-            self._permit = OPENING.permit(self._open_limit, cancel)
+            self._permit = self._shared.opening.permit(self._open_limit, cancel)
         return self._permit
 
     def _end_turn(self) -> None:
@@ -334,7 +346,7 @@ class NvdecSource:
         self._info = SourceInfo(opened.width, opened.height, opened.fps)
         if not self._session:
             self._session = True
-            STATS.opened(1)
+            self._shared.stats.opened(1)
         return self._info
 
     def read(self) -> DeviceImage | None:
@@ -372,7 +384,7 @@ class NvdecSource:
         new = self.decode_errors - self._counted_errors
         if new:
             self._counted_errors += new
-            STATS.rejected(self._camera, new)
+            self._shared.stats.rejected(self._camera, new)
 
     def close(self) -> None:
         self._end_turn()  # first: a turn is never kept, even if closing the reader fails
@@ -380,7 +392,7 @@ class NvdecSource:
             self._reader.close()
         if self._session:
             self._session = False
-            STATS.opened(-1)
+            self._shared.stats.opened(-1)
         if self._attributed:
             self._attributed = False
             release_camera(self._camera)
@@ -417,4 +429,14 @@ def _nvdec_missing() -> str | None:
     return None
 
 
-register_source("nvdec", NvdecSource)
+def _source(camera: CameraConfig, defaults: CaptureConfig, context: CaptureContext) -> NvdecSource:
+    return NvdecSource(camera, defaults, shared=context.shared(NvdecShared))
+
+
+register_source(
+    "nvdec",
+    _source,
+    check=check_nvdec,
+    bind_metrics=bind_metrics,
+    bind_camera_metrics=bind_camera_metrics,
+)

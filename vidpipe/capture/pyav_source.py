@@ -31,6 +31,7 @@ from av.bitstream import BitStreamFilterContext
 from av.codec.hwaccel import HWAccel
 from av.video.reformatter import VideoReformatter
 
+from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
@@ -43,7 +44,6 @@ from vidpipe.capture.source import (
     SourceInfo,
     StreamParams,
     TapPacket,
-    register_source,
     source_for,
 )
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -431,4 +431,8 @@ def _tap_packet(packet: Any) -> TapPacket:
     )
 
 
-register_source("pyav", PyAVSource)
+def _source(camera: CameraConfig, defaults: CaptureConfig, _context: CaptureContext) -> PyAVSource:
+    return PyAVSource(camera, defaults)  # nothing shared between pyav cameras
+
+
+register_source("pyav", _source)

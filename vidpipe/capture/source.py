@@ -3,7 +3,7 @@
 A source is one connection to one camera (or one pass over a file). The worker owns every
 policy around it (reconnects, backoff, the stall watchdog, pacing, decimation); a source only
 opens, reads decoded frames and closes. A new decoder is a name declared in
-``vidpipe.config.schema`` and one ``register_source`` call in its module.
+``vidpipe.config.schema`` and one ``register_source`` call in its module (``decoders.py``).
 
 A source hands over a ``Picture``: the decoded frame as the decoder left it. Its conversion to
 what the pipeline takes (BGR) happens only when ``image()`` is called, so the frames that the
@@ -22,8 +22,6 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.config import CameraConfig, CaptureConfig
-from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.types import DeviceImage, FittedImage, Image, image_size
 
 REASONS = (
@@ -255,21 +253,6 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-SourceFactory = Callable[[CameraConfig, CaptureConfig], Source]
-
-
-def register_source(decoder: str, factory: SourceFactory) -> None:
-    """``factory`` makes the sources of ``decoder`` (declared in ``vidpipe.config.schema``)."""
-    CAPTURE_DECODERS.register(decoder)(factory)
-
-
-def make_source(camera: CameraConfig, defaults: CaptureConfig) -> Source:
-    """The unopened source for ``camera`` from its decoder (``capture.decoder`` unless the
-    camera sets its own)."""
-    factory: SourceFactory = CAPTURE_DECODERS.factory(camera.decoder or defaults.decoder)
-    return factory(camera, defaults)
 
 
 def source_for(url: str) -> str:

@@ -26,25 +26,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from vidpipe.capture.backoff import Backoff, BackoffStep
+from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.ffmpeg_log import attributed_to
-from vidpipe.capture.group import GROUPS, group_size_of
+from vidpipe.capture.group import group_size_of
 from vidpipe.capture.mailbox import FrameSink
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import Outcome, Session, check_transition, join_threads
 from vidpipe.capture.skipping import skip_unwanted_frames
-from vidpipe.capture.source import (
-    PacketTap,
-    Picture,
-    ReadTimeout,
-    Source,
-    SourceError,
-    as_picture,
-    make_source,
-)
+from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, Source, SourceError, as_picture
 from vidpipe.capture.tap import TapFeed
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import CameraMetrics
@@ -73,6 +66,9 @@ class CaptureWorker:
             supervisor thread (STREAMING: on the reader, before the first frame is handed on);
             it must not block.
         clock: monotonic clock for frame timestamps and the watchdog.
+        context: what the cameras of one pipeline share (None: a context of its own).
+        phase: ``realtime`` files: ``free`` (each plays from when it opened) or ``aligned``
+            (due on one clock grid of the frame period, as ``vidpipe bench --realtime`` wants).
     """
 
     _POLL_S = 0.05  # the shortest supervisor sleep: stall detection latency
@@ -86,8 +82,11 @@ class CaptureWorker:
         *,
         on_state: StateCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
+        context: CaptureContext | None = None,
+        phase: Literal["free", "aligned"] = "free",
     ) -> None:
         self.camera = camera
+        self._context = CaptureContext() if context is None else context
         self._defaults = defaults
         self._mailbox = mailbox
         self._metrics = metrics
@@ -102,8 +101,8 @@ class CaptureWorker:
         self._backoff = Backoff(defaults.backoff_initial_s, defaults.backoff_max_s)
         self._decimator = Decimator(camera.detect_fps)
         self._motion = MotionGate.for_camera(camera, defaults.motion, metrics)
-        aligned = defaults.realtime_phase == "aligned"
-        self._pacer = Pacer(aligned=aligned) if camera.realtime and not camera.is_stream else None
+        realtime_file = camera.realtime and not camera.is_stream
+        self._pacer = Pacer(aligned=phase == "aligned") if realtime_file else None
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._seq = 0
         self._seq_lock = threading.Lock()
@@ -344,7 +343,7 @@ class CaptureWorker:
 
     def _open(self, session: Session) -> bool:
         """Open a source into ``session.source``; False (and the session finished) if not."""
-        source = make_source(self.camera, self._defaults)
+        source = self._context.source(self.camera, self._defaults)
         session.source = source
         wait_turn = getattr(source, "wait_turn", None)  # nvdec: a few cameras start at once
         if wait_turn is not None:
@@ -375,7 +374,8 @@ class CaptureWorker:
         if self._pacer is not None:
             self._pacer.reset()
         if self._group_size > 1:  # this thread waits on a lock; a group thread reads
-            GROUPS.serve(self._group_size, self.name, lambda: self._step(session), session.cancel)
+            groups = self._context.groups
+            groups.serve(self._group_size, self.name, lambda: self._step(session), session.cancel)
             return
         while (delay_s := self._step(session)) is not None:
             if delay_s > 0 and session.cancel.wait(delay_s):

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     Decoder = str
 else:
     Decoder = CAPTURE_DECODERS.literal()
-"""A capture decoder: the type its source registers (``vidpipe.capture.source.register_source``)."""
+"""A capture decoder: the type its module registers (``vidpipe.capture.decoders``)."""
 
 
 class MotionConfig(ConfigModel):
@@ -132,12 +132,6 @@ class CaptureConfig(ConfigModel):
         description="nvdec cameras of a process that may be starting at once (from open to "
         "their first frame); the others wait their turn, which the stall watchdog does not "
         "count as open time",
-    )
-    realtime_phase: Literal["free", "aligned"] = Field(
-        "free",
-        description="realtime file cameras: free (each plays from when it opened) or aligned "
-        "(frames due on one clock grid of the frame period: cameras of one rate deliver at the "
-        "same instants, the same in every run; vidpipe bench --realtime uses it)",
     )
     analyze_duration_ms: int = Field(
         500,

@@ -2,7 +2,7 @@
 
 ``stage.TrackingStage`` takes each camera's ``FrameResult`` (on the engine's postprocess
 thread), gives its detections track ids (``tracker.CameraTracker``, Norfair), turns track
-movements into zone and line events (``zones``, pure geometry in ``geometry``), and hands the
-result on to the sinks. ``draw`` draws zones and lines. Importing this package is cheap: Norfair
-is imported only when a camera tracks.
+movements into zone and line events (``zones``, pure geometry in ``geometry``), and returns
+the result for the next result stage (``vidpipe.stages``). ``draw`` draws zones and lines.
+Importing this package is cheap: Norfair is imported only when a camera tracks.
 """

@@ -1,4 +1,5 @@
-"""The tracking step: per-camera tracker, zones and lines between the engine and the sinks.
+"""The tracking step: per-camera tracker, zones and lines, the first result stage after
+inference (``vidpipe.stages``).
 
 ``TrackingStage`` is called with every ``FrameResult`` on the thread that postprocesses (the
 scheduler's on OpenVINO, else the postprocessing thread; one at a time, results of a camera in
@@ -13,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -235,22 +236,16 @@ class CameraScene:
 
 
 class TrackingStage:
-    """Runs each tracking camera's ``CameraScene`` on its results, then hands them on.
+    """A result stage (``vidpipe.stages``): runs each tracking camera's ``CameraScene`` on its
+    results and returns them, with track ids and events, for the next stage.
 
     Args:
         scenes: per camera name; cameras not in it pass straight through.
-        on_result: where results go next (the sink pool's ``submit``).
         metrics: for ``vidpipe_tracking_errors_total``.
     """
 
-    def __init__(
-        self,
-        scenes: dict[str, CameraScene],
-        on_result: Callable[[FrameResult], None],
-        metrics: Metrics,
-    ) -> None:
+    def __init__(self, scenes: dict[str, CameraScene], metrics: Metrics) -> None:
         self.scenes = scenes
-        self._on_result = on_result
         self._metrics = metrics
         self._last_error_log: dict[str, float] = {}
         for scene in scenes.values():
@@ -283,18 +278,19 @@ class TrackingStage:
         self.scenes = merged
         return changed
 
-    def __call__(self, result: FrameResult) -> None:
+    def __call__(self, result: FrameResult) -> FrameResult:
         scene = self.scenes.get(result.camera)
-        if scene is not None:
-            try:
-                result = scene.process(result)
-            except Exception:
-                self._metrics.tracking_errors.labels(camera=result.camera).inc()
-                now = time.monotonic()
-                if now - self._last_error_log.get(result.camera, -1e9) >= _ERROR_LOG_INTERVAL_S:
-                    self._last_error_log[result.camera] = now
-                    log.exception("camera %s: tracking failed; result passed on", result.camera)
-        self._on_result(result)
+        if scene is None:
+            return result
+        try:
+            return scene.process(result)
+        except Exception:
+            self._metrics.tracking_errors.labels(camera=result.camera).inc()
+            now = time.monotonic()
+            if now - self._last_error_log.get(result.camera, -1e9) >= _ERROR_LOG_INTERVAL_S:
+                self._last_error_log[result.camera] = now
+                log.exception("camera %s: tracking failed; result passed on", result.camera)
+            return result
 
 
 def build_scenes(
