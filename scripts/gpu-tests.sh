@@ -89,7 +89,7 @@ if [[ $WHAT == tests || $WHAT == all ]]; then
 fi
 if [[ $WHAT == golden || $WHAT == all ]]; then
   for prec in f32 f16; do
-    printf 'model: {path: %s, labels: %s, score_threshold: 0.30, iou_threshold: 0.45}\ninference: {type: torch, streams: 2, max_batch: 4, precision: %s}\n' \
+    printf 'model: {path: %s, labels: %s, score_threshold: 0.30, iou_threshold: 0.45}\ninference: {type: torch, precision: %s, advanced: {streams: 2, max_batch: 4}}\n' \
       "$ASSETS/models/yolox_nano.onnx" "$ASSETS/models/coco80.txt" $prec > "/tmp/golden-$prec.yaml"
     python3 -m vidpipe.cli detect --config "/tmp/golden-$prec.yaml" \
       $(python3 -c 'import json,sys; print(" ".join(sys.argv[1]+"/images/"+json.loads(l)["source"] for l in open(sys.argv[1]+"/images/expected.jsonl") if l.strip()))' "$ASSETS") \

@@ -319,13 +319,13 @@ def cmd_build_engine(args: argparse.Namespace) -> int:
         ex = TensorRTExecutor(
             cfg.model.path,
             CudaRuntime(dev),
-            inf.max_batch,
+            inf.advanced.max_batch,
             inf.precision,
-            inf.workspace,
-            inf.cache_dir,
+            inf.advanced.workspace,
+            inf.advanced.cache_dir,
         )
         ex.close()
-        print(f"cuda:{dev}: engine ready in {inf.cache_dir}")
+        print(f"cuda:{dev}: engine ready in {inf.advanced.cache_dir}")
     return EXIT_OK
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.golden import match_golden
 from tests.precision import openvino_kwargs
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend, _in_order
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
@@ -107,14 +107,13 @@ def former_path(backend: OpenVINOBackend, image: np.ndarray) -> Detections:
     return postprocess(outputs, lb, DECODERS["yolox"], PARAMS, 0.45, None)
 
 
-@pytest.mark.parametrize("in_graph", [True, False], ids=["u8-nhwc", "f32-nchw"])
 def test_frames_go_into_the_request_input_tensor_never_busy(
-    assets_dir: Path, frames: list[np.ndarray], in_graph: bool
+    assets_dir: Path, frames: list[np.ndarray]
 ) -> None:
     """The submitted buffer is the request's own input tensor (no second copy, no rebinding),
     it holds the frame's letterbox when submitted, and no buffer is lent while its request
     runs (its callback has not returned)."""
-    backend = make_backend(assets_dir, num_requests=3, preprocess_in_graph=in_graph)
+    backend = make_backend(assets_dir, advanced=OpenVINOAdvanced(num_requests=3))
     lend, submit = backend.lend, backend.submit
     running: set[int] = set()
     lock = threading.Lock()
@@ -136,8 +135,7 @@ def test_frames_go_into_the_request_input_tensor_never_busy(
         expected, _ = letterbox(image, 416, 416)
         if not np.array_equal(buf.hwc, expected):
             problems.append(f"frame {tag.frame.seq}: the lent memory lacks its letterbox")
-        if not in_graph:
-            np.testing.assert_array_equal(buf.tensor[0], expected.transpose(2, 0, 1))
+        np.testing.assert_array_equal(buf.tensor[0], expected.transpose(2, 0, 1))
         with lock:
             running.add(buf.index)
         submitted.append(buf)

@@ -1,4 +1,4 @@
-"""``inference.cpu_pinning``: whether OpenVINO pins each stream thread to one core.
+"""``inference.advanced.cpu_pinning``: whether OpenVINO pins each stream thread to one core.
 
 Real OpenVINO and the real model. Unset leaves OpenVINO's default; false reaches the
 compiled model, and no thread of the process is then held to fewer cores than it was given
@@ -18,14 +18,16 @@ import openvino as ov
 import pytest
 
 from tests.precision import openvino_kwargs
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def backend(assets_dir: Path, pinning: bool | None) -> OpenVINOBackend:
-    cfg = OpenVINOConfig(**openvino_kwargs(), hint="throughput", cpu_pinning=pinning)
+    cfg = OpenVINOConfig(
+        **openvino_kwargs(), hint="throughput", advanced=OpenVINOAdvanced(cpu_pinning=pinning)
+    )
     return OpenVINOBackend(assets_dir / "models" / "yolox_nano.onnx", cfg)
 
 

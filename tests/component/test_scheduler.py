@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.precision import openvino_kwargs
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.metrics import Metrics
 from vidpipe.model import load_labels
@@ -152,7 +152,7 @@ def test_frames_older_than_max_age_are_dropped_and_counted(
 
 def test_failing_completion_handler_never_loses_a_slot(backend_factory, image) -> None:
     """The AsyncInferQueue callback is guarded: failures are counted, slots come back."""
-    backend = backend_factory(num_requests=2)
+    backend = backend_factory(advanced=OpenVINOAdvanced(num_requests=2))
     calls = {"n": 0}
 
     def explode(_c: Completion) -> None:
@@ -182,7 +182,7 @@ def test_a_buffer_not_lent_is_refused_and_leaves_nothing_pending(backend_factory
     scheduler pool's way) would not be the memory the request reads."""
     from vidpipe.infer.base import BackendError
 
-    backend = backend_factory(num_requests=2)
+    backend = backend_factory(advanced=OpenVINOAdvanced(num_requests=2))
     got: list[Completion] = []
     foreign = buffers.input_buffer(backend.input_spec, 0)
     foreign.fill(image)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.component.test_scheduler import make_engine
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.types import Frame
@@ -91,7 +91,9 @@ def test_a_camera_gone_quiet_no_longer_counts(assets_dir, monkeypatch) -> None:
 
 
 def test_an_explicit_request_count_is_not_capped(assets_dir) -> None:
-    engine, backend, seen = _engine(assets_dir, OpenVINOConfig(num_requests=3))
+    engine, backend, seen = _engine(
+        assets_dir, OpenVINOConfig(advanced=OpenVINOAdvanced(num_requests=3))
+    )
     try:
         assert backend.in_flight_floor is None
         assert engine.in_flight_cap("cam0") == 3

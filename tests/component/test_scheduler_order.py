@@ -16,7 +16,7 @@ import pytest
 
 from tests.component.test_scheduler import make_engine
 from tests.precision import openvino_kwargs
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.openvino import OpenVINOBackend
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.types import Completion, Frame, FrameResult
@@ -42,7 +42,7 @@ def images(assets_dir: Path) -> list[np.ndarray]:
 def engine_with(assets_dir: Path, sink) -> Scheduler:  # type: ignore[no-untyped-def]
     backend = OpenVINOBackend(
         assets_dir / "models" / "yolox_nano.onnx",
-        OpenVINOConfig(num_requests=4, **openvino_kwargs()),
+        OpenVINOConfig(advanced=OpenVINOAdvanced(num_requests=4), **openvino_kwargs()),
     )
     return make_engine(backend, assets_dir, sink)[0]
 

@@ -30,7 +30,7 @@ from tests.golden import F32_MARGINS, match_golden
 from tests.integration.conftest import DaemonProcess, free_port, metric, scrape, wait_for
 from tests.lending import lend_and_submit
 from vidpipe.capture import CaptureWorker
-from vidpipe.config import CameraConfig, CaptureConfig, GpuConfig
+from vidpipe.config import CameraConfig, CaptureConfig, GpuAdvanced, GpuConfig
 from vidpipe.metrics import Metrics
 from vidpipe.preprocess.gpu import bgr_to_nv12, nv12_letterbox_batch_into, nv12_letterbox_into
 from vidpipe.preprocess.letterbox import letterbox
@@ -133,7 +133,11 @@ def test_daemon_runs_cpu_and_nvdec_cameras_with_the_same_detections_gpu(
             "labels": str(models / "coco80.txt"),
             "score_threshold": 0.30,
         },
-        "inference": {"type": "torch", "streams": 2, "max_batch": 8, "precision": "f32"},
+        "inference": {
+            "type": "torch",
+            "precision": "f32",
+            "advanced": {"streams": 2, "max_batch": 8},
+        },
         "http": {"port": port},
         "sinks": [{"type": "jsonl", "path": str(results)}],
         "cameras": [
@@ -207,7 +211,8 @@ def test_device_and_host_frames_route_to_their_own_results_under_concurrency_gpu
     from vidpipe.infer.gpu import build_gpu_backend
 
     backend = build_gpu_backend(
-        model_path, GpuConfig(type="torch", streams=4, max_batch=8, batch_timeout_ms=2)
+        model_path,
+        GpuConfig(type="torch", advanced=GpuAdvanced(streams=4, max_batch=8, batch_timeout_ms=2)),
     )
     images = sorted((assets_dir / "images").glob("*.jpg"))[:6]
     host: dict[str, np.ndarray] = {}
@@ -280,7 +285,8 @@ def test_device_postprocessing_in_the_stream_set_equals_the_host_path_gpu(
     from vidpipe.types import PostprocessRequest, SubmitTag
 
     backend = build_gpu_backend(
-        model_path, GpuConfig(type="torch", streams=2, max_batch=8, batch_timeout_ms=2)
+        model_path,
+        GpuConfig(type="torch", advanced=GpuAdvanced(streams=2, max_batch=8, batch_timeout_ms=2)),
     )
     got: list[Completion] = []
     lock = threading.Lock()

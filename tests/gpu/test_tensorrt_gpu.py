@@ -12,6 +12,7 @@ pytest.importorskip(
 )
 
 from tests.lending import lend_and_submit
+from vidpipe.config import GpuAdvanced
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.engine_cache import EngineCache
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
@@ -36,7 +37,8 @@ def test_engine_is_built_cached_and_rebuilt_when_foreign_gpu(model_path: Path, t
 
 def test_tensorrt_backend_runs_batches_gpu(model_path: Path, tmp_path: Path) -> None:
     backend = build_gpu_backend(
-        model_path, GpuConfig(type="tensorrt", max_batch=4, engine_cache_dir=tmp_path)
+        model_path,
+        GpuConfig(type="tensorrt", advanced=GpuAdvanced(max_batch=4, engine_cache_dir=tmp_path)),
     )
     out = []
     try:

@@ -17,6 +17,7 @@ import yaml
 from tests.golden import F32_MARGINS, load_expected, match_golden
 from tests.gpu.conftest import DEVICES
 from tests.lending import lend_and_submit
+from vidpipe.config import GpuAdvanced
 from vidpipe.infer.cuda_rt import CudaRuntime
 from vidpipe.infer.gpu import GpuConfig, build_gpu_backend
 from vidpipe.infer.streamset import StreamSetBackend
@@ -41,7 +42,11 @@ def test_detect_matches_golden_torch_gpu(assets_dir: Path, tmp_path: Path) -> No
             "score_threshold": 0.30,
             "iou_threshold": 0.45,
         },
-        "inference": {"type": "torch", "streams": 2, "max_batch": 4, "precision": "f32"},
+        "inference": {
+            "type": "torch",
+            "precision": "f32",
+            "advanced": {"streams": 2, "max_batch": 4},
+        },
         "http": {"enabled": False},
     }
     path = tmp_path / "gpu.yaml"
@@ -72,7 +77,8 @@ def test_detect_matches_golden_torch_gpu(assets_dir: Path, tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def backend(model_path: Path) -> StreamSetBackend:
     b = build_gpu_backend(
-        model_path, GpuConfig(type="torch", streams=4, max_batch=8, batch_timeout_ms=2)
+        model_path,
+        GpuConfig(type="torch", advanced=GpuAdvanced(streams=4, max_batch=8, batch_timeout_ms=2)),
     )
     yield b
     b.close()
@@ -136,7 +142,10 @@ def test_results_route_to_their_frames_under_concurrency_gpu(
 
 def test_no_device_memory_growth_over_10k_batches_gpu(model_path: Path) -> None:
     backend = build_gpu_backend(
-        model_path, GpuConfig(type="torch", streams=2, max_batch=2, batch_timeout_ms=1000)
+        model_path,
+        GpuConfig(
+            type="torch", advanced=GpuAdvanced(streams=2, max_batch=2, batch_timeout_ms=1000)
+        ),
     )
     rt = backend.sets[0].runtime
     x = np.full((1, 416, 416, 3), 114, np.uint8)
@@ -169,7 +178,11 @@ def test_no_device_memory_growth_over_10k_batches_gpu(model_path: Path) -> None:
 def test_two_gpus_share_the_batches_gpu(model_path: Path, assets_dir: Path) -> None:
     backend = build_gpu_backend(
         model_path,
-        GpuConfig(type="torch", devices=[0, 1], streams=2, max_batch=8, batch_timeout_ms=2),
+        GpuConfig(
+            type="torch",
+            devices=[0, 1],
+            advanced=GpuAdvanced(streams=2, max_batch=8, batch_timeout_ms=2),
+        ),
     )
     frames = list(letterboxed(assets_dir).values())
     try:
@@ -200,7 +213,10 @@ def test_cuda_graphs_match_eager_execution_gpu(model_path: Path, assets_dir: Pat
         backend = build_gpu_backend(
             model_path,
             GpuConfig(
-                type="torch", streams=1, max_batch=8, batch_timeout_ms=1000, cuda_graphs=graphs
+                type="torch",
+                advanced=GpuAdvanced(
+                    streams=1, max_batch=8, batch_timeout_ms=1000, cuda_graphs=graphs
+                ),
             ),
         )
         got: list[Completion] = []

@@ -140,7 +140,7 @@ def test_sighup_applies_only_the_difference(
             config_path,
             {
                 **base,
-                "inference": {"num_requests": 1},
+                "inference": {"advanced": {"num_requests": 1}},
                 "cameras": [cam("cam-a", detect_fps=4), cam("cam-c"), file_cam, cam("cam-d")],
             },
         )

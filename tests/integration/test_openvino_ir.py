@@ -15,13 +15,13 @@ import openvino as ov
 import pytest
 import yaml
 
-from vidpipe.config import OpenVINOConfig
+from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.openvino import OpenVINOBackend
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-CFG = OpenVINOConfig(num_requests=1)
+CFG = OpenVINOConfig(advanced=OpenVINOAdvanced(num_requests=1))
 
 
 @pytest.fixture(scope="module")

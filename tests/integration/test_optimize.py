@@ -78,10 +78,10 @@ def test_a_passing_gate_writes_the_int8_ir_and_its_report(tmp_path: Path, assets
     assert "Slice" not in kinds and "FakeQuantize" in kinds
 
     # the daemon's backend loads it, as int8
-    from vidpipe.config import OpenVINOConfig
+    from vidpipe.config import OpenVINOAdvanced, OpenVINOConfig
     from vidpipe.infer.openvino import OpenVINOBackend
 
-    backend = OpenVINOBackend(out, OpenVINOConfig(num_requests=1))
+    backend = OpenVINOBackend(out, OpenVINOConfig(advanced=OpenVINOAdvanced(num_requests=1)))
     try:
         assert backend.info.precision == "int8"
     finally:

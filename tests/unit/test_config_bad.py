@@ -23,7 +23,7 @@ from vidpipe.config import MAX_CONFIG_BYTES, ConfigError, load_config, parse_con
 # Every section present, so that a key can be misspelt at every nesting level.
 FULL: dict[str, Any] = {
     "model": {"path": "/m.onnx", "labels": "/l.txt", "score_threshold": 0.3},
-    "inference": {"type": "openvino", "device": "CPU", "num_requests": 2},
+    "inference": {"type": "openvino", "device": "CPU", "advanced": {"num_requests": 2}},
     "scheduler": {"max_frame_age_ms": 500},
     "capture": {"stall_timeout_s": 5, "backoff_initial_s": 0.5, "open_timeout_ms": 3000},
     "http": {"port": 9108, "token": "0123456789abcdef0123"},
@@ -67,7 +67,7 @@ def test_full_config_is_valid() -> None:
         ((), "camera", "cameras"),
         ((), "shutdown_timeout", "shutdown_timeout_s"),
         (("model",), "score_treshold", "score_threshold"),
-        (("inference",), "num_request", "num_requests"),
+        (("inference", "advanced"), "num_request", "num_requests"),
         (("inference",), "devcie", "device"),
         (("scheduler",), "max_frame_age", "max_frame_age_ms"),
         (("capture",), "stall_timeout", "stall_timeout_s"),
@@ -173,7 +173,11 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("backoff-zero", BASE + "capture:\n  backoff_initial_s: 0\n", ["capture.backoff_initial_s"]),
     ("stall-negative", BASE + "capture:\n  stall_timeout_s: -5\n", ["capture.stall_timeout_s"]),
     ("open-timeout-zero", BASE + "capture:\n  open_timeout_ms: 0\n", ["capture.open_timeout_ms"]),
-    ("requests-zero", BASE + INFERENCE + "  num_requests: 0\n", ["inference.num_requests"]),
+    (
+        "requests-zero",
+        BASE + INFERENCE + "  advanced:\n    num_requests: 0\n",
+        ["inference.advanced.num_requests (line 9)", "greater than or equal to 1"],
+    ),
     (
         "queue-zero",
         BASE + "sinks:\n  - type: jsonl\n    path: a\n    queue_size: 0\n",
@@ -290,6 +294,41 @@ def test_every_problem_is_reported_at_once() -> None:
     assert "3 problem(s)" in message
     for path in ("cameras[0].detect_fps", "cameras[0].loop", "http.prot"):
         assert path in message
+
+
+# -------------------------------------------------------------------------- older configs
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("num_requests", "moved to inference.advanced.num_requests"),
+        ("num_streams", "moved to inference.advanced.num_streams"),
+        ("cpu_pinning", "moved to inference.advanced.cpu_pinning"),
+        ("preprocess_in_graph", "was removed: the scheduler always writes the model's f32 NCHW"),
+        ("graph_rewrites", "was removed: the rewrites are always applied; delete it"),
+        ("decode_just_in_time", "was removed: unpaced file cameras always decode just in time"),
+        ("postprocess_on_scheduler", "was removed: postprocessing always runs on the scheduler"),
+    ],
+)
+def test_a_key_of_an_older_config_says_what_became_of_it(key: str, expected: str) -> None:
+    message = problems_of(BASE + INFERENCE + f"  {key}: 2\n")
+    assert f"inference.{key} (line 8): {expected}" in message, message
+    assert "1 problem(s)" in message and "unknown key" not in message
+
+
+def test_every_key_of_an_older_config_is_reported_at_once() -> None:
+    old = INFERENCE + "  num_requests: 2\n  graph_rewrites: true\n  cpu_pinning: false\n"
+    message = problems_of(BASE + old)
+    assert "3 problem(s)" in message
+    for line, key in ((8, "num_requests"), (9, "graph_rewrites"), (10, "cpu_pinning")):
+        assert f"inference.{key} (line {line}): " in message
+
+
+def test_an_older_key_without_the_type_is_recognised_too() -> None:
+    """``type`` defaults to openvino: an old section that never named it is still explained."""
+    message = problems_of(BASE + "inference:\n  num_requests: 2\n")
+    assert "inference.num_requests (line 7): moved to inference.advanced.num_requests" in message
 
 
 # -------------------------------------------------------------------------- camera names

@@ -29,7 +29,7 @@ CANARY_PW = "Fuzz-Canary-Pw"
 CANARY_TOKEN = "Fuzz-Canary-Token-0123456789"
 VALID: dict[str, Any] = {
     "model": {"path": "/m.onnx", "labels": "/l.txt", "score_threshold": 0.3},
-    "inference": {"type": "openvino", "num_requests": 2, "hint": "latency"},
+    "inference": {"type": "openvino", "hint": "latency", "advanced": {"num_requests": 2}},
     "scheduler": {"max_frame_age_ms": 500},
     "capture": {"stall_timeout_s": 5, "backoff_initial_s": 0.5},
     "http": {"port": 9108, "token": CANARY_TOKEN},

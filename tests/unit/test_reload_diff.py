@@ -53,7 +53,7 @@ def test_disabling_is_stopping_and_enabling_is_starting() -> None:
     [
         {"model": {"path": "other.onnx"}},
         {"model": {"path": "m.onnx", "score_threshold": 0.5}},
-        {"inference": {"num_requests": 3}},
+        {"inference": {"advanced": {"num_requests": 3}}},
         {"scheduler": {"max_frame_age_ms": 200}},
     ],
 )

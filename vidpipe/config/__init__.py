@@ -14,10 +14,12 @@ from vidpipe.config.base import SECRET, ConfigError, ConfigModel
 from vidpipe.config.clips import ClipsConfig, ClipTriggers, CropConfig
 from vidpipe.config.inference import (
     DEFAULT_ENGINE_CACHE,
+    GpuAdvanced,
     GpuConfig,
     InferenceConfig,
     InferenceConfigBase,
     ModelConfig,
+    OpenVINOAdvanced,
     OpenVINOConfig,
 )
 from vidpipe.config.load import (
@@ -69,6 +71,7 @@ __all__ = [
     "ConfigError",
     "ConfigModel",
     "CropConfig",
+    "GpuAdvanced",
     "GpuConfig",
     "HttpConfig",
     "InferenceConfig",
@@ -82,6 +85,7 @@ __all__ = [
     "MotionConfig",
     "MqttSinkConfig",
     "MqttTlsConfig",
+    "OpenVINOAdvanced",
     "OpenVINOConfig",
     "Point",
     "SchedulerConfig",

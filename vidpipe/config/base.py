@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,6 +32,9 @@ class ConfigModel(BaseModel):
 
     # inf/nan are never a sensible rate, timeout or threshold ("timeout_s: .inf" would hang)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    retired_keys: ClassVar[dict[str, str]] = {}
+    """Keys this section had once, each with what became of it: the loader reports an old
+    config's key with this text ("moved to ...", "was removed: ...") instead of "unknown key"."""
 
     def secrets(self) -> set[str]:
         """Every secret in this section and below: the values of fields marked ``SECRET``

@@ -2,13 +2,15 @@
 
 Each backend config class is declared in ``BACKENDS`` under its ``type`` (its factory is in
 ``vidpipe.infer``); the model types (``model.type``) are declared in ``MODEL_TYPES`` (their
-decoders are in ``vidpipe.postprocess.decode``).
+decoders are in ``vidpipe.postprocess.decode``). A backend's section holds what a user
+chooses (type, device, precision, hint) and, under ``advanced``, the tuning knobs; a key that
+an older config had there reports where it went (``retired_keys``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -41,9 +43,60 @@ class ModelConfig(ConfigModel):
     iou_threshold: float = Field(0.45, gt=0, le=1, description="NMS IoU threshold")
 
 
+class OpenVINOAdvanced(ConfigModel):
+    """``inference.advanced`` of the OpenVINO backend: tuning knobs whose defaults won their
+    A/B runs (benchmarks/README.md, "The defaults and the A/B behind each"). Leave them unset
+    unless a measurement on the box says otherwise."""
+
+    num_requests: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="request pool size; unset: twice OPTIMAL_NUMBER_OF_INFER_REQUESTS, with "
+        "the requests in flight capped by the cameras that have frames (one per stream, one "
+        "more once more cameras than streams have frames). A value set here is kept in flight "
+        "as given: the whole pool of 4 on 2 cores gave 2-4 % more fps and twice the p95 "
+        "latency, so set it only where throughput matters more than latency",
+    )
+    num_streams: int | None = Field(
+        None,
+        ge=1,
+        description="OpenVINO's NUM_STREAMS (requests the device runs at once); unset: what "
+        "the hint picks (1 under latency, one per core or two under throughput). No "
+        "measurement here has beaten the hint's choice: set it only to measure another "
+        "against it",
+    )
+    cpu_pinning: bool | None = Field(
+        None,
+        description="pin each of OpenVINO's stream threads to one core (ENABLE_CPU_PINNING); "
+        "unset: OpenVINO's default (on, on Linux). Unpinned inferred 2-6 % more on an "
+        "overloaded 2-core box, within its drift; set false where other pinned work shares "
+        "the box (two pinned OpenVINO processes on one box each ran at half speed)",
+    )
+
+
+_OPENVINO_REMOVED = {
+    "preprocess_in_graph": "the scheduler always writes the model's f32 NCHW input (the "
+    "conversion in the graph cost more than it saved)",
+    "graph_rewrites": "the rewrites are always applied",
+    "decode_just_in_time": "unpaced file cameras always decode just in time",
+    "postprocess_on_scheduler": "postprocessing always runs on the scheduler's thread",
+}
+
+
 @BACKENDS.config("openvino")
 class OpenVINOConfig(InferenceConfigBase):
-    """OpenVINO inference backend (asynchronous request pool)."""
+    """OpenVINO inference backend (asynchronous request pool).
+
+    The scheduler writes the model's f32 NCHW input, the graph is rewritten at load
+    (``vidpipe.infer.ov_rewrites``), file cameras decode just in time and postprocessing runs
+    on the scheduler's thread: each won its A/B (benchmarks/README.md), so none is a setting.
+    """
+
+    retired_keys: ClassVar[dict[str, str]] = {
+        **{key: f"moved to inference.advanced.{key}" for key in OpenVINOAdvanced.model_fields},
+        **{key: f"was removed: {why}; delete it" for key, why in _OPENVINO_REMOVED.items()},
+    }
 
     type: Literal["openvino"] = "openvino"
     device: str = Field("CPU", description="OpenVINO device name: CPU, GPU, NPU, AUTO:...")
@@ -55,47 +108,9 @@ class OpenVINOConfig(InferenceConfigBase):
     precision: Literal["auto", "f32", "bf16", "f16"] = Field(
         "auto", description="inference precision; auto = the device's best (logged, exported)"
     )
-    num_requests: int | None = Field(
-        None,
-        ge=1,
-        le=64,
-        description="request pool size; default 2 x OPTIMAL_NUMBER_OF_INFER_REQUESTS (twice "
-        "the device's concurrency; in flight, one per stream, one more once more cameras "
-        "than streams have frames)",
-    )
-    num_streams: int | None = Field(None, ge=1, description="override NUM_STREAMS")
-    cpu_pinning: bool | None = Field(
-        None,
-        description="pin each of OpenVINO's stream threads to one core (ENABLE_CPU_PINNING); "
-        "unset: OpenVINO's default (on, on Linux)",
-    )
-    # Off by default: the conversion in the graph (u8 NHWC -> f32 NCHW by OpenVINO's
-    # PrePostProcessor) cost OpenVINO's threads 0.6-0.8 ms a frame more than it saved the
-    # scheduler on 2-core bf16 machines, where the channel split and widening in
-    # ``hwc_to_chw_float`` take 0.07 ms; 7 of 8 paired points of ``vidpipe bench --contenders
-    # naive,vidpipe,vidpipe-f32nchw`` were faster without it (docs/performance.md).
-    preprocess_in_graph: bool = Field(
-        False,
-        description="u8 NHWC input, the layout and u8->f32 conversion done by OpenVINO in the "
-        "graph; off: the scheduler writes f32 NCHW",
-    )
-    graph_rewrites: bool = Field(
-        True,
-        description="rewrite known slow patterns of the model exactly when it is loaded "
-        "(YOLOX's Focus slices as one space-to-depth, its output transpose left to numpy: "
-        "7-11 % less CPU per inference)",
-    )
-    decode_just_in_time: bool = Field(
-        True,
-        description="unpaced file cameras start decoding a frame only when a request will "
-        "be free for it by the time it is ready (timed from the measured inference and "
-        "decode times); off: as soon as their last frame was taken",
-    )
-    postprocess_on_scheduler: bool = Field(
-        True,
-        description="decode + NMS, tracking and the hand-off to the sinks run on the "
-        "scheduler's thread between submissions, where the completion of a request wakes it "
-        "anyway; off: on a thread of their own (one more wake-up per frame)",
+    advanced: OpenVINOAdvanced = Field(
+        default_factory=OpenVINOAdvanced,
+        description="tuning knobs: request pool, streams, CPU pinning",
     )
 
     def for_cameras(self, cameras: int) -> OpenVINOConfig:
@@ -107,7 +122,7 @@ class OpenVINOConfig(InferenceConfigBase):
         latency hint at 1.8-1.9x its p95 latency, and the latency hint still ran 1.3-1.6x the
         frames of a loop that infers one frame at a time, at its p95 or less (``vidpipe bench
         --contenders naive,vidpipe,vidpipe-throughput --cameras 1``, 768x432 and 1080p,
-        docs/performance.md)."""
+        benchmarks/README.md)."""
         if self.hint != "auto":
             return self
         return self.model_copy(update={"hint": "latency" if cameras == 1 else "throughput"})
@@ -116,9 +131,72 @@ class OpenVINOConfig(InferenceConfigBase):
 DEFAULT_ENGINE_CACHE = Path("~/.cache/vidpipe/engines")
 
 
+class GpuAdvanced(ConfigModel):
+    """``inference.advanced`` of the GPU backends: batching and executor knobs whose defaults
+    held up on the H200 (benchmarks/README.md, "GPU"). Change them for many cameras or a model
+    whose batch needs differ, and measure the change there."""
+
+    streams: int = Field(
+        2,
+        ge=1,
+        le=16,
+        description="slots (CUDA streams) per GPU; 2 reached 0.97-0.98 of the tight loop at "
+        "batch 64 in f32 where 1 did not (its copies queue behind the compute); try 4 for "
+        "tf32 or f16 at large batches (tf32 batch 64: 0.71 with 2, 0.99 with 4)",
+    )
+    max_batch: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="frames gathered across cameras into one batch; raise it with the number "
+        "of cameras (32 real-time 1080p cameras ran at max_batch 32) so that the GPU runs "
+        "full batches: the batch-size histogram (vidpipe_batch_size) shows whether they fill",
+    )
+    batch_timeout_ms: float = Field(
+        5.0,
+        ge=0,
+        le=1000,
+        description="an incomplete batch is dispatched after this long; a longer wait fills "
+        "batches (fewer, larger launches) at the cost of latency: 10-20 ms (with max_batch "
+        "32-64) served 32 real-time 1080p cameras at a p95 within 200 ms",
+    )
+    workspace_mib: int | None = Field(
+        None,
+        ge=16,
+        description="TensorRT builder workspace limit, MiB (tensorrt only; unset: 1024); "
+        "1024 built every engine measured so far; raise it only when TensorRT's build log says "
+        "a tactic was skipped for lack of workspace",
+    )
+    cuda_graphs: bool | None = Field(
+        None,
+        description="torch only: capture the model as CUDA graphs per slot (unset: true); "
+        "false runs it eagerly, whose Python holds the GIL for milliseconds per batch (0.67 "
+        "of the tight loop at batch 64): only to debug the model",
+    )
+    engine_cache_dir: Path | None = Field(
+        None,
+        description="where built engines are kept (tensorrt only; unset: "
+        f"{DEFAULT_ENGINE_CACHE}); set it where the service user cannot write its home",
+    )
+
+    @property
+    def workspace(self) -> int:
+        """The TensorRT builder workspace limit in MiB."""
+        return self.workspace_mib or 1024
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where built engines are kept, expanded."""
+        return (self.engine_cache_dir or DEFAULT_ENGINE_CACHE).expanduser()
+
+
 @BACKENDS.config("tensorrt", "torch")
 class GpuConfig(InferenceConfigBase):
     """GPU stream-set backend: TensorRT engines, or the ONNX model run by PyTorch."""
+
+    retired_keys: ClassVar[dict[str, str]] = {
+        key: f"moved to inference.advanced.{key}" for key in GpuAdvanced.model_fields
+    }
 
     type: Literal["tensorrt", "torch"] = Field(
         description="tensorrt: TensorRT engine (built and cached); torch: the ONNX model "
@@ -129,27 +207,12 @@ class GpuConfig(InferenceConfigBase):
         min_length=1,
         description="CUDA device indices; one stream set each, batches go to the least loaded",
     )
-    streams: int = Field(2, ge=1, le=16, description="slots (CUDA streams) per GPU")
-    max_batch: int = Field(
-        8, ge=1, le=256, description="frames gathered across cameras into one batch"
-    )
-    batch_timeout_ms: float = Field(
-        5.0, ge=0, le=1000, description="an incomplete batch is dispatched after this long"
-    )
     precision: Literal["f32", "tf32", "f16"] = Field(
         "f32", description="f32 (full float32), tf32 (TF32 matmul/conv) or f16 (half)"
     )
-    workspace_mib: int | None = Field(
-        None, ge=16, description="TensorRT builder workspace limit, MiB (tensorrt only; 1024)"
-    )
-    cuda_graphs: bool | None = Field(
-        None,
-        description="torch only: capture the model as CUDA graphs per slot (default true); "
-        "false runs it eagerly, whose Python holds the GIL for milliseconds per batch",
-    )
-    engine_cache_dir: Path | None = Field(
-        None,
-        description=f"where built engines are kept (tensorrt only; {DEFAULT_ENGINE_CACHE})",
+    advanced: GpuAdvanced = Field(
+        default_factory=GpuAdvanced,
+        description="tuning knobs: streams, batching, TensorRT build, CUDA graphs",
     )
 
     @field_validator("devices")
@@ -163,21 +226,18 @@ class GpuConfig(InferenceConfigBase):
 
     @model_validator(mode="after")
     def _tensorrt_only(self) -> GpuConfig:
+        # the leading path lets the loader point at the key's own line
         if self.type == "torch":
             for name in ("workspace_mib", "engine_cache_dir"):
-                if getattr(self, name) is not None:
-                    raise ValueError(f"{name} applies to type tensorrt only, not torch")
-        elif self.cuda_graphs is not None:
-            raise ValueError("cuda_graphs applies to type torch only, not tensorrt")
+                if getattr(self.advanced, name) is not None:
+                    raise ValueError(
+                        f"inference.advanced.{name}: applies to type tensorrt only, not torch"
+                    )
+        elif self.advanced.cuda_graphs is not None:
+            raise ValueError(
+                "inference.advanced.cuda_graphs: applies to type torch only, not tensorrt"
+            )
         return self
-
-    @property
-    def workspace(self) -> int:
-        return self.workspace_mib or 1024
-
-    @property
-    def cache_dir(self) -> Path:
-        return (self.engine_cache_dir or DEFAULT_ENGINE_CACHE).expanduser()
 
 
 if TYPE_CHECKING:  # type checkers see the common base; pydantic gets the real union

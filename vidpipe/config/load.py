@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from vidpipe import redact
-from vidpipe.config.base import ConfigError
+from vidpipe.config.base import ConfigError, ConfigModel
 from vidpipe.config.registry import BACKENDS, SINKS
 from vidpipe.config.schema import Config
 
@@ -260,15 +260,22 @@ def _describe(err: Any) -> tuple[Path_, str]:
     """One pydantic error as (path, message)."""
     loc, parent = _clean_loc(tuple(err["loc"]))
     msg = str(err["msg"]).removeprefix("Value error, ")
-    found = _PATH_PREFIX.fullmatch(msg) if not loc else None
+    found = _PATH_PREFIX.fullmatch(msg)
     if found and found.group(1).split(".")[0].split("[")[0] in Config.model_fields:
-        # a whole-config validator names the path itself, e.g. "cameras[1].name: duplicate ..."
+        # a validator names a path at or below its own, e.g. "cameras[1].name: duplicate ..."
+        # from the whole config, "inference.advanced.cuda_graphs: ..." from inference
         tokens = re.findall(r"([A-Za-z_]\w*)|\[(\d+)\]", found.group(1))
-        loc = tuple(int(i) if i else name for name, i in tokens)
-        msg = found.group(2)
+        named = tuple(int(i) if i else name for name, i in tokens)
+        if named[: len(loc)] == loc:
+            loc, msg = named, found.group(2)
     kind = err["type"]
-    if kind == "extra_forbidden":
-        msg = "unknown key" + (_closest(str(loc[-1]), parent.model_fields) if parent else "")
+    if kind == "extra_forbidden" and parent:
+        key = str(loc[-1])
+        # a key of an older config says where it went; any other, what it may be misspelt for
+        retired = parent.retired_keys if issubclass(parent, ConfigModel) else {}
+        msg = retired.get(key) or "unknown key" + _closest(key, parent.model_fields)
+    elif kind == "extra_forbidden":
+        msg = "unknown key"
     elif kind == "missing":
         msg = "required key is missing"
     elif kind == "union_tag_invalid":

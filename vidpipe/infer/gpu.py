@@ -40,25 +40,27 @@ def build_gpu_backend(model_path: Path, cfg: GpuConfig) -> StreamSetBackend:
         for _, ex in devices:
             ex.close()
         raise
-    backend = StreamSetBackend(devices, cfg.streams, cfg.batch_timeout_ms)
+    adv = cfg.advanced
+    backend = StreamSetBackend(devices, adv.streams, adv.batch_timeout_ms)
     log.info(
-        "GPU backend %s on %s, %d stream(s) per GPU", cfg.type, backend.info.device, cfg.streams
+        "GPU backend %s on %s, %d stream(s) per GPU", cfg.type, backend.info.device, adv.streams
     )
     return backend
 
 
 def make_executor(model_path: Path, rt: CudaRuntime, cfg: GpuConfig) -> BatchExecutor:
     """The executor named by ``cfg.type`` for one device."""
+    adv = cfg.advanced
     if cfg.type == "torch":
         from vidpipe.infer.torch_executor import TorchExecutor
 
         return TorchExecutor(
-            model_path, rt.device, cfg.max_batch, cfg.precision, cfg.cuda_graphs is not False
+            model_path, rt.device, adv.max_batch, cfg.precision, adv.cuda_graphs is not False
         )
     if cfg.type == "tensorrt":
         from vidpipe.infer.tensorrt import TensorRTExecutor
 
         return TensorRTExecutor(
-            model_path, rt, cfg.max_batch, cfg.precision, cfg.workspace, cfg.cache_dir
+            model_path, rt, adv.max_batch, cfg.precision, adv.workspace, adv.cache_dir
         )
     raise BackendError(f"unknown GPU backend {cfg.type!r}")  # pragma: no cover

@@ -4,7 +4,7 @@ Both GPU executors (TensorRT and PyTorch) run the same rewritten graph:
 
 * the input becomes ``(N, H, W, 3)`` uint8 BGR, followed in the graph by ``Cast`` and
   ``Transpose`` to the model's float NCHW, so a frame crosses PCIe as 1 byte per channel and
-  the conversion runs on the GPU (OpenVINO's ``preprocess_in_graph`` does the same);
+  the conversion runs on the GPU;
 * the batch dimension becomes dynamic (``N``): the input's and outputs' first dimension is
   named, and ``Reshape`` targets that hard-code the exported batch of 1 get 0 ("copy this
   dimension") instead.

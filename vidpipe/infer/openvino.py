@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import openvino as ov
 from openvino.frontend import FrontEndManager
-from openvino.preprocess import PrePostProcessor
 
 from vidpipe.config import OpenVINOConfig
 from vidpipe.infer.base import (
@@ -43,7 +42,7 @@ from vidpipe.infer.base import (
     SchedulingHints,
     ignore_batch,
 )
-from vidpipe.infer.ov_rewrites import Rewrites, rewrite_graph
+from vidpipe.infer.ov_rewrites import rewrite_graph
 from vidpipe.preprocess.buffers import InputBuffer, input_buffer
 from vidpipe.types import Completion, Outputs, TensorSpec
 
@@ -125,16 +124,6 @@ def model_precision(model: ov.Model, compiled_precision: str) -> str:
     return compiled_precision
 
 
-def _input_layout(shape: list[int], path: Path) -> str:
-    if len(shape) != 4:
-        raise BackendError(f"model {path}: expected a 4-D image input, got shape {shape}")
-    if shape[1] == 3:
-        return "NCHW"
-    if shape[3] == 3:
-        return "NHWC"
-    raise BackendError(f"model {path}: cannot tell the layout of input shape {shape}")
-
-
 def _static_input_shape(model: ov.Model, path: Path) -> list[int]:
     if len(model.inputs) != 1:
         raise BackendError(f"model {path}: expected one input, found {len(model.inputs)}")
@@ -150,22 +139,17 @@ def _static_input_shape(model: ov.Model, path: Path) -> list[int]:
     return dims
 
 
-def _with_input(model: ov.Model, cfg: OpenVINOConfig, path: Path) -> tuple[ov.Model, TensorSpec]:
-    """The model with the input the scheduler writes, and that input's spec: f32 NCHW as the
-    model has it, or u8 NHWC converted in the graph (``preprocess_in_graph``)."""
+def _input_spec(model: ov.Model, path: Path) -> TensorSpec:
+    """The spec of the input the scheduler writes: the model's own f32 NCHW image input.
+
+    Converting u8 NHWC in the graph instead (OpenVINO's PrePostProcessor) cost OpenVINO's
+    threads 0.6-0.8 ms a frame more than it saved the scheduler on 2-core bf16 machines,
+    where the channel split and widening take 0.07 ms (benchmarks/README.md).
+    """
     dims = _static_input_shape(model, path)
-    layout = _input_layout(dims, path)
-    name = model.input().get_any_name()
-    h, w = (dims[2], dims[3]) if layout == "NCHW" else (dims[1], dims[2])
-    if cfg.preprocess_in_graph:
-        ppp = PrePostProcessor(model)
-        ppp.input().tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC"))
-        ppp.input().preprocess().convert_element_type(ov.Type.f32)
-        ppp.input().model().set_layout(ov.Layout(layout))
-        return ppp.build(), TensorSpec(name, (1, h, w, 3), "u8", "NHWC")
-    if layout != "NCHW":
-        raise BackendError(f"model {path}: NHWC input needs preprocess_in_graph")
-    return model, TensorSpec(name, (1, 3, h, w), "f32", "NCHW")
+    if len(dims) != 4 or dims[1] != 3:
+        raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
+    return TensorSpec(model.input().get_any_name(), (1, 3, dims[2], dims[3]), "f32", "NCHW")
 
 
 class OpenVINOBackend:
@@ -177,10 +161,10 @@ class OpenVINOBackend:
         # detect``, ``check``, tests): as for none, the throughput hint
         cfg = cfg.for_cameras(0)
         model = _read_model(self._core, model_path)
-        model, self.input_spec = _with_input(model, cfg, model_path)
+        self.input_spec = _input_spec(model, model_path)
         self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
         # after the shapes: the outputs keep the model's own shapes, as numpy views
-        rewrites = rewrite_graph(model) if cfg.graph_rewrites else Rewrites.none(len(model.outputs))
+        rewrites = rewrite_graph(model)
         self._output_orders = rewrites.output_orders
         self._compiled = self._compile(model, cfg, model_path)
         optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
@@ -191,12 +175,14 @@ class OpenVINOBackend:
         # Under the latency hint (one stream) as well: the scheduler's in-flight cap keeps the
         # second request out of the device's queue while one camera runs, and letterboxes
         # into it meanwhile, so that the stream does not wait for the letterbox.
-        self.capacity = cfg.num_requests or 2 * optimal
+        self.capacity = cfg.advanced.num_requests or 2 * optimal
         # With the default pool the scheduler may keep fewer requests in flight when fewer
         # cameras than requests have frames (``Scheduler``): never fewer than one per stream.
-        # An explicit ``num_requests`` is kept as given (None: no cap).
+        # An explicit ``advanced.num_requests`` is kept as given (None: no cap).
         streams = int(self._compiled.get_property("NUM_STREAMS"))
-        self.in_flight_floor = None if cfg.num_requests else max(1, min(streams, self.capacity))
+        self.in_flight_floor = (
+            None if cfg.advanced.num_requests else max(1, min(streams, self.capacity))
+        )
         # File cameras' decodes are timed to this pool's requests, and completions are
         # postprocessed on the scheduler's thread between submissions: that thread mostly
         # waits for exactly those completions (a free request) anyway
@@ -260,10 +246,10 @@ class OpenVINOBackend:
         props: dict[str, Any] = {"PERFORMANCE_HINT": _HINTS[cfg.hint]}
         if cfg.precision != "auto":
             props["INFERENCE_PRECISION_HINT"] = cfg.precision
-        if cfg.num_streams:
-            props["NUM_STREAMS"] = cfg.num_streams
-        if cfg.cpu_pinning is not None:
-            props["ENABLE_CPU_PINNING"] = cfg.cpu_pinning
+        if cfg.advanced.num_streams:
+            props["NUM_STREAMS"] = cfg.advanced.num_streams
+        if cfg.advanced.cpu_pinning is not None:
+            props["ENABLE_CPU_PINNING"] = cfg.advanced.cpu_pinning
         try:
             return self._core.compile_model(model, cfg.device, props)
         except Exception as exc:

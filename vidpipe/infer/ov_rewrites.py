@@ -175,10 +175,6 @@ class Rewrites:
     focus: int
     output_orders: list[tuple[int, ...] | None]
 
-    @classmethod
-    def none(cls, outputs: int) -> Rewrites:
-        return cls(0, [None] * outputs)
-
     def describe(self) -> str:
         """``focus, output transpose``, one of them, or ``none``."""
         done = (["focus"] if self.focus else []) + (
