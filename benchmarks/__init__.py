@@ -1,17 +1,22 @@
-"""The designs vidpipe is measured against, outside the product: ``python -m benchmarks``.
+"""The study of vidpipe's design, outside the product: ``python -m benchmarks``.
 
 ``vidpipe bench`` (in the product) measures vidpipe itself: throughput on looping files and,
-with ``--mode density``, how many live cameras a machine keeps up with. This package adds the
-peer contenders to the same harness, for ``make bench``:
+with ``--mode density``, how many live cameras a machine keeps up with. This package adds to
+the same harness, for ``make bench``:
 
 * ``contenders``: ``naive`` (thread per camera, blocking infer), ``single`` (Frigate's single
   detector thread) and ``model_api`` (OpenVINO's ``AsyncPipeline``);
 * ``reference``: ``ceiling`` (inference only) and the per-stage CPU costs behind the stage
   bound;
-* ``capture``: the looping file reader and the result log they share.
+* ``variants``: vidpipe with one setting changed (A/B runs);
+* ``study``: the targets, ratios, stage costs and plot of the report;
+* ``capture``: the looping file reader and the result log the other designs share.
 
-Importing the package registers them (``vidpipe.bench.common.register_contender``); each is
-built in the harness's worker process from its ``module:callable`` name.
+Importing the package registers them (``vidpipe.bench.common.register_contender``,
+``vidpipe.bench.harness.register_extension``); each contender is built in the harness's
+worker process from its ``module:callable`` name.
+
+The other modules are rigs of their own, each run as ``python -m benchmarks.<module>``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vidpipe.bench.common import ContenderEntry, register_contender
+from vidpipe.bench.harness import register_extension
 
 #: The directory that holds this package: the worker process imports contenders from it.
 _ROOT = str(Path(__file__).resolve().parent.parent)
@@ -31,7 +37,11 @@ def _model_api_unavailable() -> str | None:
 
 
 def register() -> None:
-    """Register the peer contenders with the harness. Idempotent."""
+    """Register the other designs, vidpipe's variants and the study with the harness.
+    Idempotent."""
+    from benchmarks.study import Study
+    from benchmarks.variants import VARIANTS
+
     register_contender(
         ContenderEntry("ceiling", "benchmarks.reference:CeilingRun", _ROOT, reference=True)
     )
@@ -45,6 +55,10 @@ def register() -> None:
             unavailable=_model_api_unavailable,
         )
     )
+    for name in VARIANTS:
+        factory = "benchmarks.variants:variant_run"
+        register_contender(ContenderEntry(name, factory, _ROOT, default=False))
+    register_extension(Study())
 
 
 register()

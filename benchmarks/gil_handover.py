@@ -66,6 +66,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vidpipe.quantiles import quantile_of
+
 _BUF = bytes(4096)  # sha256 releases the GIL for buffers of 2 KiB and more
 
 
@@ -253,11 +255,10 @@ def _batcher(stop: threading.Event, p: Params, out: list[float]) -> None:
         out.append((time.perf_counter() - t0) * 1000.0)
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def quantile_ms(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` rounded for the report; NaN when there are none."""
+    value = quantile_of(values, q)
+    return float("nan") if value is None else round(value, 2)
 
 
 def run_variant(variant: str, p: Params) -> dict[str, object]:
@@ -308,12 +309,12 @@ def run_variant(variant: str, p: Params) -> dict[str, object]:
     return {
         "variant": variant,
         "threads": len(threads) + 1,
-        "batch_ms_p50": round(_pct(batches, 0.5), 2),
-        "batch_ms_p95": round(_pct(batches, 0.95), 2),
+        "batch_ms_p50": quantile_ms(batches, 0.5),
+        "batch_ms_p95": quantile_ms(batches, 0.95),
         "batch_ms_max": round(max(batches, default=float("nan")), 2),
         "batches": len(batches),
-        "late_ms_p50": round(_pct(late, 0.5), 2),
-        "late_ms_p95": round(_pct(late, 0.95), 2),
+        "late_ms_p50": quantile_ms(late, 0.5),
+        "late_ms_p95": quantile_ms(late, 0.95),
         "late_over_period": round(sum(x > period_ms for x in late) / max(1, len(late)), 4),
         "frames_per_s": round(len(late) / wall, 1),
         "due_per_s": p.cameras * p.fps,

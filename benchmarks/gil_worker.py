@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.gil_handover import Params, _batcher, _pct, native_call, python_work
+from benchmarks.gil_handover import Params, _batcher, native_call, python_work, quantile_ms
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecSource
 from vidpipe.capture.worker import CaptureWorker
@@ -161,12 +161,12 @@ def _run(group_size: int, p: Params) -> dict[str, object]:
     return {
         "variant": f"worker:{group_size}",
         "threads": threads,
-        "batch_ms_p50": round(_pct(batch_ms, 0.5), 2),
-        "batch_ms_p95": round(_pct(batch_ms, 0.95), 2),
+        "batch_ms_p50": quantile_ms(batch_ms, 0.5),
+        "batch_ms_p95": quantile_ms(batch_ms, 0.95),
         "batch_ms_max": round(max(batch_ms, default=float("nan")), 2),
         "batches": len(batch_ms),
-        "late_ms_p50": round(_pct(late, 0.5), 2),
-        "late_ms_p95": round(_pct(late, 0.95), 2),
+        "late_ms_p50": quantile_ms(late, 0.5),
+        "late_ms_p95": quantile_ms(late, 0.95),
         "late_over_period": round(sum(x > 1000.0 / p.fps for x in late) / max(1, len(late)), 4),
         "frames_per_s": round(captured / wall, 1),
         "taken_per_s": round(len(frames) / wall, 1),

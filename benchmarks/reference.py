@@ -24,7 +24,8 @@ import numpy as np
 
 from benchmarks.capture import LoopingReader
 from benchmarks.contenders import BaselineRun, compile_model, describe_compiled
-from vidpipe.bench.common import PointSpec, cores
+from vidpipe.bench.common import PointSpec
+from vidpipe.bench.meters import cores
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into
@@ -92,13 +93,13 @@ def stage_costs(
     """CPU ms per frame of decode, preprocess, inference and postprocess, and the stage bound.
 
     Args:
-        spec: the point (clip, thresholds, ``stage_frames``).
+        spec: the point (clip, thresholds, ``extra["stage_frames"]``).
         compiled: the compiled model (u8 NHWC input), to produce the clip's real outputs.
         w: model input width.
         h: model input height.
         infer_cpu_ms: inference CPU ms per frame at saturation (from the ceiling window).
     """
-    n = max(10, spec.stage_frames)
+    n = max(10, int(spec.extra.get("stage_frames", 300)))
     time.sleep(0.5)  # let the inference threads go idle: process CPU time is measured
     decode_ms, decode_thread_ms, kept = _decode_costs(spec.clip, n)
     hwc = np.full((h, w, 3), 114, np.uint8)

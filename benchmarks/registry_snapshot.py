@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from vidpipe.bench.gpu_daemon import _snapshot
+from benchmarks.gpu_daemon import _snapshot
 from vidpipe.metrics import Metrics
 
 

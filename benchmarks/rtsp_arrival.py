@@ -88,8 +88,8 @@ def _stats(times: list[float], seconds: float) -> dict[str, float]:
 
 def _start_vidpipe(server: Any, cameras: int, assets: Path) -> Any:
     """The daemon reading mounts cam0..cam{cameras-1}, started and delivering."""
+    from benchmarks.variants import variant_run
     from vidpipe.bench.common import PointSpec
-    from vidpipe.bench.vidpipe_run import VidpipeRun
 
     models = assets / "models"
     spec = PointSpec(
@@ -101,11 +101,10 @@ def _start_vidpipe(server: Any, cameras: int, assets: Path) -> Any:
         warmup_s=0.0,
         precision="bf16",
         model=str(models / "yolox_nano.onnx"),
-        model_ir="",
         labels=str(models / "coco80.txt"),
         detect_fps=5,
     )
-    run = VidpipeRun(spec)
+    run = variant_run(spec)
     run.start()
     deadline = time.monotonic() + 120
     while not run.ready() and time.monotonic() < deadline:

@@ -24,16 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import NaiveRun
+from benchmarks.threads import thread_switches
+from benchmarks.variants import VARIANTS, variant_run
 from vidpipe.assets import default_assets_dir
-from vidpipe.bench.common import VIDPIPE_VARIANTS, PointSpec
-from vidpipe.bench.threads import group_deltas, thread_cpu_percent, thread_cpu_s, thread_switches
+from vidpipe.bench.common import PointSpec
+from vidpipe.bench.meters import group_deltas, thread_cpu_percent, thread_cpu_s
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
-#: the naive loop, vidpipe, and vidpipe's A/B variants (``vidpipe-ppthread``, ...)
+#: the naive loop, vidpipe, and vidpipe's A/B variants (``vidpipe-nopin``, ...)
 CONTENDERS: dict[str, Any] = {
     "naive": NaiveRun,
     "vidpipe": VidpipeRun,
-    **dict.fromkeys(VIDPIPE_VARIANTS, VidpipeRun),
+    **dict.fromkeys(VARIANTS, variant_run),
 }
 
 
@@ -108,7 +110,6 @@ def main() -> None:
         warmup_s=args.warmup,
         precision=args.precision,
         model=str(assets / "models" / "yolox_nano.onnx"),
-        model_ir="",
         labels=str(assets / "models" / "coco80.txt"),
         repeat=args.repeat,
     )

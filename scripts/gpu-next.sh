@@ -9,7 +9,7 @@
 # call brings back at most 8 files). A failed step is reported and the rest still run.
 #   tests      the GPU letterbox kernel against the PyTorch form, and the daemon's NVDEC tests
 #   letterbox  GPU time of one batch's letterbox, PyTorch form against the kernel
-#   f16, f32   the stream set against the tight loop at batch 64 (bench-gpu), f16 with host and
+#   f16, f32   the stream set against the tight loop at batch 64 (benchmarks.gpu), f16 with host and
 #              device inputs; f32 three fresh processes at 2 streams (the >= 0.95 goal)
 #   profile    py-spy's per-thread samples of the f16 host-input point (where the host goes;
 #              py-spy comes with the wheelhouse, into $SITE/bin)
@@ -27,9 +27,9 @@ step() {  # step NAME COMMAND...: run, log, remember a failure
   { echo "== $name: $*"; cat "$log"; } >> "$OUT/next.log"
   tail -n 15 "$log"; rm -f "$log"
 }
-bench() {  # bench NAME PRECISION INPUTS STREAMS: bench-gpu at batch 64, a line of next-points
+bench() {  # bench NAME PRECISION INPUTS STREAMS: benchmarks.gpu at batch 64, a line of next-points
   local doc=/tmp/next-$1.json
-  step "$1" python3 -m vidpipe.cli bench-gpu --model "$ASSETS/models/yolox_nano.onnx" \
+  step "$1" python3 -m benchmarks.gpu --model "$ASSETS/models/yolox_nano.onnx" \
     --labels "$ASSETS/models/coco80.txt" --images "$ASSETS/images" --batches 64 \
     --streams "$4" --precision "$2" --inputs "$3" --cameras '' --json "$doc"
   [[ -f $doc ]] && python3 -c 'import json,sys; print(json.dumps({"name": sys.argv[1],
@@ -37,7 +37,7 @@ bench() {  # bench NAME PRECISION INPUTS STREAMS: bench-gpu at batch 64, a line 
 }
 daemon() {  # daemon NAME SECONDS DECODER CAMERAS [OPTION...]: gpu_daemon, prefetch on nvdec
   local name=$1 limit=$2 decoder=$3 cams=$4; shift 4
-  step "$name" timeout "$limit" python3 -m vidpipe.bench.gpu_daemon \
+  step "$name" timeout "$limit" python3 -m benchmarks.gpu_daemon \
     --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
     --clip "$CLIP" --decoders "$decoder" --warmup 6 --window 10 --nvdec-prefetch 4 \
     --cameras "$cams" --json "$OUT/next-daemon.jsonl" "$@"
@@ -51,7 +51,7 @@ for s in $STEPS; do
     f16) bench f16-host f16 host 2,4; bench f16-device f16 device 2,4 ;;
     f32) for r in 1 2 3; do bench "f32-host-$r" f32 host 2; done ;;
     profile) step profile "${SITE:-/tmp/vidpipe-site}/bin/py-spy" record -r 250 --threads --nonblocking -f raw \
-      -o "$OUT/next-profile.txt" -- python3 -m vidpipe.cli bench-gpu \
+      -o "$OUT/next-profile.txt" -- python3 -m benchmarks.gpu \
       --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
       --images "$ASSETS/images" --batches 64 --streams 2 --precision f16 --inputs host \
       --cameras '' --seconds 8 --json /tmp/next-profile.json ;;

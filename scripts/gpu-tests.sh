@@ -9,7 +9,7 @@
 #   (check them with tests/golden.py's rule at any margins).
 # Usage: scripts/gpu-tests.sh ASSETS_DIR OUT_DIR [tests|golden|bench|all|daemon] [CAMERAS]
 #        scripts/gpu-tests.sh ASSETS_DIR OUT_DIR exec COMMAND [ARG...]
-#   daemon (not part of all): python -m vidpipe.bench.gpu_daemon, the daemon's camera count.
+#   daemon (not part of all): python3 -m benchmarks.gpu_daemon, the daemon's camera count.
 #   exec: install and check the imports as for the tests, then run COMMAND with that
 #   environment (one device call that measures more than one thing); its exit code is ours.
 # The wheelhouse may come packed (`gpu-wheels.sh --pack`: WHEELS.tar.xz, which fits in one
@@ -97,7 +97,7 @@ if [[ $WHAT == golden || $WHAT == all ]]; then
   done
 fi
 if [[ $WHAT == bench || $WHAT == all ]]; then
-  python3 -m vidpipe.cli bench-gpu --model "$ASSETS/models/yolox_nano.onnx" \
+  python3 -m benchmarks.gpu --model "$ASSETS/models/yolox_nano.onnx" \
     --labels "$ASSETS/models/coco80.txt" --images "$ASSETS/images" \
     --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
     --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log" || rc=1
@@ -105,7 +105,7 @@ fi
 if [[ $WHAT == daemon ]]; then
   # the daemon itself: real-time looping cameras, nvdec against pyav, GPU pre/postprocessing
   # shellcheck disable=SC2086
-  python3 -m vidpipe.bench.gpu_daemon --model "$ASSETS/models/yolox_nano.onnx" \
+  python3 -m benchmarks.gpu_daemon --model "$ASSETS/models/yolox_nano.onnx" \
     --labels "$ASSETS/models/coco80.txt" \
     --clip "${VIDPIPE_GPU_CLIP:-$ASSETS/videos/car-detection.mp4}" --cameras "$CAMERAS" \
     ${GPU_DAEMON_ARGS:-} --json "$OUT/gpu-daemon.jsonl" 2>&1 | tee "$OUT/gpu-daemon.log" || rc=1

@@ -377,11 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build-engine", help="build and cache the TensorRT engine(s) ahead of time")
     p.add_argument("--config", "-c", required=True)
     p.set_defaults(func=cmd_build_engine)
-    from vidpipe.bench.cli import add_gpu_parser, add_parser  # light: the rest loads on use
+    from vidpipe.bench.cli import add_parser  # light: the rest loads on use
     from vidpipe.optimize.cli import add_parser as add_optimize  # nncf is imported on use
 
     add_parser(sub)
-    add_gpu_parser(sub)
     add_optimize(sub)
     return parser
 

@@ -1,8 +1,9 @@
 """The bench reads every camera's counters in one pass over the registry
 (``VidpipeRun.camera_counters``), and what it reads equals the metrics one by one.
 
-A real daemon (real OpenVINO, the real model) reads two looping file cameras at
-``detect_fps: 5`` with the motion gate on, so every counter the density judge uses moves.
+A real daemon (real OpenVINO, the real model; the ``vidpipe-motion`` variant of
+``benchmarks/``) reads two looping file cameras at ``detect_fps: 5`` with the motion gate on,
+so every counter the density judge uses moves.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.variants import variant_run
 from tests.component.capture_rig import PERSON, until
 from vidpipe.bench.common import PointSpec
-from vidpipe.bench.vidpipe_run import VidpipeRun
 
 
 @pytest.mark.timeout(120)
@@ -27,13 +28,12 @@ def test_camera_counters_equal_the_metrics_read_one_by_one(assets_dir: Path) -> 
         warmup_s=0.0,
         precision="f32",
         model=str(assets_dir / "models" / "yolox_nano.onnx"),
-        model_ir="",
         labels=str(assets_dir / "models" / "coco80.txt"),
         score_threshold=0.3,
         iou_threshold=0.45,
         detect_fps=5.0,
     )
-    run = VidpipeRun(spec)
+    run = variant_run(spec)
     run.start()
     try:
         until(lambda: run.ready() and min(run.per_camera()) >= 5, 60)

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.capture import LoopingReader
 from vidpipe.bench.common import PointSpec
-from vidpipe.bench.vidpipe_run import bench_config
+from vidpipe.bench.vidpipe_run import VidpipeRun, bench_config
 from vidpipe.capture.pacing import Pacer
 from vidpipe.cli import build_parser
 
@@ -77,16 +77,42 @@ def test_aligned_pacers_make_frames_due_at_the_same_instants() -> None:
 
 def test_realtime_point_paces_vidpipe_file_cameras_only(tmp_path: Path) -> None:
     spec = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
-                     "/m.xml", "/labels.txt", realtime=True)  # fmt: skip
+                     "/labels.txt", realtime=True)  # fmt: skip
     paced = bench_config(spec, tmp_path / "a.jsonl")
     assert all(c.realtime for c in paced.cameras)
-    assert paced.capture.realtime_phase == "aligned"  # in step with the baselines' readers
     unpaced = PointSpec(**{**spec.to_dict(), "realtime": False})
     plain = bench_config(unpaced, tmp_path / "b.jsonl")
     assert not any(c.realtime for c in plain.cameras)
-    assert plain.capture.realtime_phase == "free"
     stream = PointSpec(**{**spec.to_dict(), "clip": "rtsp://127.0.0.1:8554/cam{i}"})
     assert not any(c.realtime for c in bench_config(stream, tmp_path / "c.jsonl").cameras)
+
+
+class _Started(Exception):
+    """Raised by the stand-in for ``Daemon.start``: the test needs nothing after it."""
+
+
+@pytest.mark.parametrize(("realtime", "phase"), [(True, "aligned"), (False, "free")])
+def test_realtime_point_starts_the_cameras_in_step(
+    realtime: bool, phase: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paced cameras are in step, on the same clock grid as the other designs' readers; the
+    daemon's own default is free."""
+    spec = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx",
+                     "/labels.txt", realtime=realtime)  # fmt: skip
+    run = VidpipeRun(spec)
+    seen: list[str] = []
+
+    def start() -> None:
+        seen.append(getattr(run.daemon.pipeline, "capture_phase", "free"))
+        raise _Started
+
+    monkeypatch.setattr(run.daemon, "start", start)
+    try:
+        with pytest.raises(_Started):
+            run.start()
+    finally:
+        run.close()
+    assert seen == [phase]
 
 
 def test_realtime_flag_reaches_the_options() -> None:
@@ -104,7 +130,8 @@ def test_fps_targets_apply_to_unpaced_runs_only(repo_root: Path) -> None:
     """Paced cameras give every contender the same frames: an fps ratio says nothing there."""
     import json
 
-    from vidpipe.bench.report import markdown, targets
+    from benchmarks.study import targets
+    from vidpipe.bench.report import markdown
 
     results = repo_root / "benchmarks" / "results"
     unpaced = json.loads((results / "naive-suite-2cpu-xeon-rewrites-2req.json").read_text())

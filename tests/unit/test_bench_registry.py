@@ -1,4 +1,5 @@
-"""The benchmark's contenders: the product measures vidpipe; ``benchmarks/`` adds the others."""
+"""The benchmark's contenders: the product measures vidpipe; ``benchmarks/`` adds the other
+designs and vidpipe's variants."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from vidpipe.bench import common
 from vidpipe.bench.common import ContenderEntry, PointSpec, contender, register_contender
 from vidpipe.bench.worker import make_contender
+from vidpipe.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = {"ceiling", "naive", "single", "model_api"}
@@ -32,11 +34,11 @@ def registered(*imports: str) -> set[str]:
     return set(out.stdout.strip().split(","))
 
 
-def test_the_product_registers_only_vidpipe_and_its_variants() -> None:
-    product = registered("vidpipe.bench.cli")
-    assert "vidpipe" in product and "vidpipe-track" in product
-    assert not product & PEERS
-    assert registered("benchmarks") == product | PEERS
+def test_the_product_registers_only_vidpipe() -> None:
+    from benchmarks.variants import VARIANTS
+
+    assert registered("vidpipe.bench.cli") == {"vidpipe"}
+    assert registered("benchmarks") == {"vidpipe"} | PEERS | set(VARIANTS)
 
 
 def test_vidpipe_bench_refuses_a_peer_without_benchmarks(tmp_path: Path) -> None:
@@ -61,7 +63,7 @@ def test_the_worker_builds_a_contender_from_its_registered_factory(
     entry = ContenderEntry("probe", "extra_contenders:Probe", str(tmp_path), default=False)
     register_contender(entry)
     assert contender("probe") is entry
-    spec = PointSpec("probe", "/c.mp4", "c.mp4", 1, 1, 1, "f32", "/m.onnx", "/m.xml", "/l.txt")
+    spec = PointSpec("probe", "/c.mp4", "c.mp4", 1, 1, 1, "f32", "/m.onnx", "/l.txt")
     built = make_contender(spec, entry.factory, entry.sys_path)
     assert built.spec is spec  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="registered twice"):
@@ -70,25 +72,23 @@ def test_the_worker_builds_a_contender_from_its_registered_factory(
         contender("nope")
 
 
-def test_bench_gpu_is_an_argparse_command_like_the_others() -> None:
-    from vidpipe.bench.cli import cmd_bench_gpu
-    from vidpipe.cli import build_parser
+def test_the_gpu_bench_parses_its_options() -> None:
+    from benchmarks.gpu import parser
 
     required = ["--model", "m.onnx", "--labels", "l.txt", "--json", "o.json"]
-    args = build_parser().parse_args(
-        ["bench-gpu", *required, "--batches", "8,32", "--streams", "", "--eager"]
-    )
-    assert args.func is cmd_bench_gpu
+    args = parser().parse_args([*required, "--batches", "8,32", "--streams", "", "--eager"])
     assert (args.batches, args.streams, args.eager, args.type) == ([8, 32], [], True, "torch")
     with pytest.raises(SystemExit) as err:
-        build_parser().parse_args(["bench-gpu", "--model", "m.onnx", "--batches", "8,x"])
+        parser().parse_args(["--model", "m.onnx", "--batches", "8,x"])
     assert err.value.code == 2
+    with pytest.raises(SystemExit):  # no longer a subcommand of the product
+        build_parser().parse_args(["bench-gpu", *required])
 
 
 def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
     """Every stream count of a batch size reuses one executor; a backend must not close it."""
+    from benchmarks.gpu import stream_set_rate
     from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, tagged_frame
-    from vidpipe.bench.gpu import stream_set_rate
 
     rt = FakeGpuRuntime(0, 0.0)
     ex = FakeExecutor(rt, 4)
@@ -102,8 +102,8 @@ def test_bench_gpu_lends_the_executor_to_each_point_fake_gpu() -> None:
 def test_bench_gpu_feeds_pictures_already_on_the_gpu_fake_gpu() -> None:
     """``--inputs device``: NVDEC-like pictures reach the backend's GPU letterbox, not the
     pinned rows; every frame lent is submitted and completed."""
+    from benchmarks.gpu import stream_set_rate
     from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
-    from vidpipe.bench.gpu import stream_set_rate
 
     rt = FakeGpuRuntime(0, 0.0)
     ex = FakeExecutor(rt, 4)

@@ -1,4 +1,4 @@
-"""Per-thread CPU of a benchmark window (``vidpipe bench-gpu``'s ``thread_cpu``)."""
+"""Per-thread CPU of a benchmark window (``python -m benchmarks.gpu``'s ``thread_cpu``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from vidpipe.bench.threads import thread_cores, thread_cpu_s
+from benchmarks.threads import thread_cores
+from vidpipe.bench.meters import thread_cpu_s
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from benchmarks.variants import markdown, variant_ratios, variant_settings
 from vidpipe.bench.common import PointSpec, default_contenders, pipelines
-from vidpipe.bench.variants import markdown, variant_ratios
 from vidpipe.bench.vidpipe_run import bench_config
+
+
+def config_of(spec: PointSpec, jsonl: Path) -> Any:
+    """The daemon config of ``spec``: vidpipe's, or its variant's."""
+    if spec.contender == "vidpipe":
+        return bench_config(spec, jsonl)
+    return bench_config(spec, jsonl, *variant_settings(spec))
 
 
 def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
@@ -31,10 +41,10 @@ def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
 def test_tracking_variant_is_opt_in_and_configures_every_camera(tmp_path) -> None:
     assert "vidpipe-track" in pipelines() and "vidpipe-track" not in default_contenders()
     spec = PointSpec("vidpipe-track", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
-                     "/m.xml", "/labels.txt")  # fmt: skip
-    cfg = bench_config(spec, tmp_path / "out.jsonl")
+                     "/labels.txt")  # fmt: skip
+    cfg = config_of(spec, tmp_path / "out.jsonl")
     assert all(c.tracks and len(c.zones) == 2 and len(c.lines) == 2 for c in cfg.cameras)
-    plain = bench_config(PointSpec(**{**spec.to_dict(), "contender": "vidpipe"}), tmp_path / "x")
+    plain = config_of(PointSpec(**{**spec.to_dict(), "contender": "vidpipe"}), tmp_path / "x")
     assert not any(c.tracks for c in plain.cameras)
 
 
@@ -67,13 +77,11 @@ def test_ratios_pair_the_repeats_and_judge_the_budget() -> None:
 
 
 def test_int8_contenders_run_the_int8_model_beside_the_others(tmp_path) -> None:
-    base = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx", "/m.xml",
-                     "/labels.txt", int8_model="/int8.xml")  # fmt: skip
-    plain = bench_config(base, tmp_path / "a.jsonl")
-    int8 = bench_config(
-        PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8"}), tmp_path / "b"
-    )
-    gated = bench_config(
+    base = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx",
+                     "/labels.txt", extra={"int8_model": "/int8.xml"})  # fmt: skip
+    plain = config_of(base, tmp_path / "a.jsonl")
+    int8 = config_of(PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8"}), tmp_path / "b")
+    gated = config_of(
         PointSpec(**{**base.to_dict(), "contender": "vidpipe-motion-int8"}), tmp_path / "c"
     )
     assert str(plain.model.path) == "/m.onnx"
@@ -81,14 +89,30 @@ def test_int8_contenders_run_the_int8_model_beside_the_others(tmp_path) -> None:
     assert not any((c.motion or int8.capture.motion).enabled for c in int8.cameras)
     assert all((c.motion or gated.capture.motion).enabled for c in gated.cameras)
     with pytest.raises(ValueError, match="--int8-model"):
-        bench_config(
-            PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8", "int8_model": None}),
+        config_of(
+            PointSpec(**{**base.to_dict(), "contender": "vidpipe-int8", "extra": {}}),
             tmp_path / "d",
         )
 
 
 def test_bench_refuses_int8_contenders_without_an_int8_model(capsys) -> None:
-    from vidpipe.cli import main
+    from benchmarks.__main__ import main
 
-    assert main(["bench", "--contenders", "vidpipe,vidpipe-motion-int8", "--cameras", "1"]) == 2
+    assert main(["--contenders", "vidpipe,vidpipe-motion-int8", "--cameras", "1"]) == 2
     assert "vidpipe-motion-int8 run the model of --int8-model" in capsys.readouterr().err
+
+
+def test_inference_variants_merge_into_the_inference_section(tmp_path) -> None:
+    """A variant changes one setting; the point's own inference settings stay."""
+    base = PointSpec("vidpipe-nopin", "/clip.mp4", "clip.mp4", 2, 1, 1, "f32", "/m.onnx",
+                     "/labels.txt")  # fmt: skip
+    nopin = config_of(base, tmp_path / "a.jsonl").inference
+    assert nopin.advanced.cpu_pinning is False and nopin.precision == "f32"
+    gated = config_of(PointSpec(**{**base.to_dict(), "contender": "vidpipe-motion-nopin"}),
+                      tmp_path / "b")  # fmt: skip
+    assert gated.inference.advanced.cpu_pinning is False
+    assert all((c.motion or gated.capture.motion).enabled for c in gated.cameras)
+    two = config_of(PointSpec(**{**base.to_dict(), "contender": "vidpipe-2req"}), tmp_path / "c")
+    assert two.inference.advanced.num_requests == 2
+    assert config_of(PointSpec(**{**base.to_dict(), "contender": "vidpipe"}),
+                     tmp_path / "d").inference.advanced.cpu_pinning is None  # fmt: skip

@@ -8,17 +8,7 @@ from typing import Any
 
 import pytest
 
-from vidpipe.bench.gpu_daemon import point_config, quantile, summarise
-
-
-def test_quantile_between_two_snapshots_of_cumulative_buckets() -> None:
-    before = {0.05: 10.0, 0.1: 10.0, 0.2: 10.0, float("inf"): 10.0}
-    after = {0.05: 60.0, 0.1: 100.0, 0.2: 109.0, float("inf"): 110.0}  # 100 new observations
-    assert quantile(before, after, 0.5) == 0.05
-    assert quantile(before, after, 0.9) == 0.1
-    assert quantile(before, after, 0.95) == 0.2
-    assert quantile(before, after, 1.0) == float("inf")
-    assert quantile(after, after, 0.95) is None
+from benchmarks.gpu_daemon import point_config, summarise
 
 
 def _args(inference: str) -> argparse.Namespace:
@@ -88,7 +78,7 @@ def test_shards_pool_into_one_point_worst_camera_one_histogram_summed_cores() ->
 
 
 def test_snapshot_reads_every_camera_in_one_pass_as_get_sample_value_would() -> None:
-    from vidpipe.bench.gpu_daemon import _snapshot
+    from benchmarks.gpu_daemon import _snapshot
     from vidpipe.metrics import Metrics
 
     metrics = Metrics()
@@ -148,7 +138,7 @@ def test_mps_starts_for_the_run_with_a_private_pipe_then_quits_fake_mps_control(
 ) -> None:
     import os
 
-    from vidpipe.bench.gpu_daemon import mps_for_the_run
+    from benchmarks.gpu_daemon import mps_for_the_run
 
     log = tmp_path / "mps.log"
     monkeypatch.setenv("PATH", f"{_fake_mps_control(tmp_path)}:{os.environ['PATH']}")
@@ -169,7 +159,7 @@ def test_mps_starts_for_the_run_with_a_private_pipe_then_quits_fake_mps_control(
 def test_mps_without_the_driver_tool_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vidpipe.bench.gpu_daemon import mps_for_the_run
+    from benchmarks.gpu_daemon import mps_for_the_run
 
     monkeypatch.setenv("PATH", str(tmp_path))
     with (

@@ -3,9 +3,10 @@
 Examples::
 
     vidpipe bench --suite smoke --out /tmp/bench
-    vidpipe bench --contenders vidpipe,naive --cameras 4 --clip car-detection.mp4 \\
-        --seconds 30 --json out.json
-    vidpipe bench --suite full --out benchmarks/results
+    vidpipe bench --cameras 4 --clip car-detection.mp4 --seconds 30 --json out.json
+    vidpipe bench --mode density --density-clip one-by-one-person-detection.mp4
+
+``python -m benchmarks`` runs the same command with the other designs registered.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import INT8_CONTENDERS, all_contenders
+from vidpipe.bench.common import all_contenders
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -43,18 +44,24 @@ def add_parser(sub: Any) -> None:
     """Register the ``bench`` subcommand on the main parser's subparsers."""
     p = sub.add_parser(
         "bench",
-        help="benchmark vidpipe against other designs (fps, CPU, latency)",
-        description="Run every contender on the same model, clips and machine, one process per "
-        "point, repeats alternated; write JSON, a Markdown table and a PNG plot.",
+        help="size this machine: fps, CPU and latency on looping files, live cameras it holds",
+        description="Run vidpipe on the same model and clips, one process per point; with "
+        "--mode density, the largest number of live RTSP cameras it keeps up with. Writes JSON "
+        "and a Markdown table.",
     )
+    add_arguments(p)
+    p.set_defaults(func=cmd_bench)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``vidpipe bench`` (``python -m benchmarks`` adds its own after them)."""
     # help lists the options in the order they are added here
     _add_selection_arguments(p)
     _add_measurement_arguments(p)
     _add_model_arguments(p)
     _add_mode_arguments(p)
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
-    p.add_argument("--out", type=Path, help="directory for the Markdown table and the PNG plot")
-    p.set_defaults(func=cmd_bench)
+    p.add_argument("--out", type=Path, help="directory for the Markdown table")
 
 
 def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
@@ -82,7 +89,7 @@ def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_measurement_arguments(p: argparse.ArgumentParser) -> None:
-    """How each point is measured: window, warm-up, repeats, precision and cross-checks."""
+    """How each point is measured: window, warm-up, repeats, precision, pacing."""
     p.add_argument("--seconds", type=float, help="measurement window per point")
     p.add_argument("--warmup", type=float, dest="warmup_s", help="seconds before the window")
     p.add_argument("--repeats", type=int, help="repeats per point, alternated")
@@ -91,14 +98,6 @@ def _add_measurement_arguments(p: argparse.ArgumentParser) -> None:
         choices=("f32", "bf16", "f16"),
         help="inference precision for every contender (default: the device's)",
     )
-    p.add_argument(
-        "--benchmark-app",
-        dest="benchmark_app",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="also run OpenVINO's benchmark_app as a cross-check",
-    )
-    p.add_argument("--stage-frames", type=int, help="frames timed per stage for the stage costs")
     p.add_argument(
         "--realtime",
         action="store_const",
@@ -117,22 +116,15 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
         help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
         "optimize (default: the assets' yolox_nano.onnx)",
     )
-    p.add_argument(
-        "--int8-model",
-        type=Path,
-        help="INT8 IR (vidpipe optimize) that the contenders vidpipe-int8 and "
-        "vidpipe-motion-int8 run, while the others run --model: both in one run",
-    )
 
 
 def _add_mode_arguments(p: argparse.ArgumentParser) -> None:
-    """Which measurement runs (throughput, density, capture) and density mode's knobs."""
+    """Which measurement runs (throughput, density) and density mode's knobs."""
     p.add_argument(
         "--mode",
-        choices=("throughput", "density", "both", "capture"),
+        choices=("throughput", "density", "both"),
         help="throughput (unpaced files, the default), density (live RTSP cameras: the largest "
-        "N vidpipe keeps up with), both, or capture (decode costs and RTSP time to streaming, "
-        "libav against OpenCV)",
+        "N vidpipe keeps up with), or both",
     )
     p.add_argument("--density-clip", help="clip served over RTSP in density mode")
     p.add_argument(
@@ -152,73 +144,10 @@ def _add_mode_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _ints(text: str) -> list[int]:
-    """A comma list of integers; empty text is an empty list (that measurement is skipped)."""
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
-
-
-def add_gpu_parser(sub: Any) -> None:
-    """Register the ``bench-gpu`` subcommand on the main parser's subparsers."""
-    p = sub.add_parser(
-        "bench-gpu",
-        help="GPU stream set vs tight loop; 1080p streams",
-        description="The GPU stream set against the same executor in a tight loop (inference "
-        "img/s per batch and stream count), then N cameras of a 1080p clip through the whole "
-        "daemon; one JSON document.",
-    )
-    p.add_argument("--model", type=Path, required=True, help="the ONNX model")
-    p.add_argument("--labels", type=Path, required=True, help="its labels file")
-    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
-    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
-    p.add_argument("--device", type=int, default=0, help="CUDA device index")
-    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
-    p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
-    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
-    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
-    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
-    p.add_argument("--cameras", type=_ints, default=[], help="camera counts of the streams test")
-    p.add_argument("--stream-batch", type=int, default=32, help="max batch in the streams test")
-    p.add_argument("--warmup", type=float, default=6.0, help="seconds before a streams window")
-    p.add_argument("--window", type=float, default=12.0, help="streams measurement window")
-    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
-    p.add_argument(
-        "--outputs",
-        choices=("device", "host"),
-        default="device",
-        help="stream set: postprocess on the device as the daemon does (default), or bring "
-        "the raw outputs to the host",
-    )
-    p.add_argument(
-        "--inputs",
-        choices=("host", "device"),
-        default="host",
-        help="stream set: letterboxed frames copied into its pinned batch (CPU decode, the "
-        "default), or 1080p NV12 pictures already on the GPU that it letterboxes there (NVDEC)",
-    )
-    p.add_argument("--model-type", default="yolox", help="the model's decoder (model.type)")
-    p.add_argument("--json", type=Path, required=True, help="result file")
-    p.set_defaults(func=cmd_bench_gpu)
-
-
-def cmd_bench_gpu(args: argparse.Namespace) -> int:
-    """Run ``vidpipe bench-gpu`` (torch or TensorRT are imported only now)."""
-    from vidpipe.bench.gpu import run
-
-    return run(args)
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark; 0 when every point ran, 1 when some failed, 2 on bad options."""
     from vidpipe.bench.harness import SUITES, run, with_overrides
-
-    if args.mode == "capture":
-        from vidpipe.bench.capture_cost import cmd_capture
-
-        return cmd_capture(args)
-    from vidpipe.bench.report import plot_unavailable, write_outputs
+    from vidpipe.bench.report import write_outputs
 
     options = with_overrides(
         SUITES[args.suite],
@@ -229,8 +158,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         warmup_s=args.warmup_s,
         repeats=args.repeats,
         precision=args.precision,
-        benchmark_app=args.benchmark_app,
-        stage_frames=args.stage_frames,
         assets=args.assets,
         mode=args.mode,
         density_clip=args.density_clip,
@@ -238,22 +165,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_staggered=None if args.density_start is None else args.density_start != "same",
         density_cameras=args.density_cameras,
         model=args.model,
-        int8_model=args.int8_model,
         realtime=args.realtime,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)
         return EXIT_USAGE
-    int8 = sorted(INT8_CONTENDERS.intersection(options.contenders or ()))
-    if int8 and options.int8_model is None:
-        print(f"vidpipe bench: {', '.join(int8)} run the model of --int8-model", file=sys.stderr)
-        return EXIT_USAGE
     json_path = args.json
     if json_path is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         json_path = (args.out or Path(".")) / f"bench-{options.suite}-{stamp}.json"
-    if reason := plot_unavailable():
-        print(f"vidpipe bench: {reason}", file=sys.stderr)
     doc = run(options)
     paths = write_outputs(doc, json_path, args.out)
     for kind, path in paths.items():

@@ -1,31 +1,21 @@
 """Stream density: how many live cameras vidpipe keeps up with, with latency to spare.
 
-A local GStreamer RTSP server (``tests/rtsp.py``, run with the system Python) serves the clip
-at its native rate, looped, on one mount per camera. Each camera's stream starts at a
-different point of the clip (``--stagger``: camera k at ``frac(k x 0.618)`` of it, so any
-first N cameras are spread evenly): real cameras are not in step, and with every stream
-starting at the first frame, people appeared on all cameras at once and the motion gate's
-bursts, not its average, set the latency. Every contender gets the same streams
-(``--density-start same`` puts them back in step). For a camera count N the real daemon
-reads N RTSP cameras in a fresh process (``worker``), and the trial passes when, over the
-window, for every camera:
-
-* it was read in real time: frames captured >= ``CAPTURE_SHARE`` x stream fps x window
-  (a camera that decodes too slowly loses frames before vidpipe can even count them);
-* >= 99 % of the frames due for detection were inferred:
-  ``inferred + SLACK >= 0.99 x (captured - decimated - no_motion)``, ``SLACK`` covering
-  frames still in flight at the window's edges;
-* and the p95 capture-to-result latency over all cameras is <= 200 ms.
-
-The largest passing N is searched by doubling from 1, then bisecting. Run once with
-``detect_fps`` = the stream's rate (every frame) and once with ``detect_fps`` 5 (or the rates
-of ``--density-detect-fps``), for each vidpipe contender of ``--contenders`` (default
-``vidpipe``; e.g. ``vidpipe-motion``, the motion gate on, with ``--model`` an INT8 IR).
+A local GStreamer RTSP server (``tests/rtsp.py``) serves the clip at its native rate, looped,
+one mount per camera, camera k starting at ``frac(k x 0.618)`` of the clip (staggered: real
+cameras are not in step, and streams all starting at the first frame made the motion gate's
+bursts, not its average, set the latency; ``--density-start same`` puts them in step). A
+trial of N cameras (the real daemon in a fresh ``worker``) passes when over the window every
+camera was read in real time (captured >= ``CAPTURE_SHARE`` x stream fps), >= 99 % of its
+frames due for detection were inferred (``SLACK_FRAMES`` cover those in flight at the window's
+edges), and the p95 capture-to-result latency over all cameras is <= 200 ms. The largest
+passing N is searched by doubling, then bisecting, once per ``detect_fps`` (the stream's rate
+and 5, or ``--density-detect-fps``) and per vidpipe contender of ``--contenders``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -34,7 +24,8 @@ from types import ModuleType
 from typing import Any
 
 import vidpipe
-from vidpipe.bench.common import PointSpec, cores
+from vidpipe.bench.common import PointSpec
+from vidpipe.bench.meters import cores
 
 MIN_INFERRED_SHARE = 0.99
 MAX_P95_MS = 200.0
@@ -61,10 +52,9 @@ def load_rtsp_module() -> ModuleType:
 
 
 def _proc_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds process ``pid`` has used (None: no such process)."""
     if pid is None:
         return None
-    import os
-
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()

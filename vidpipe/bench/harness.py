@@ -1,6 +1,6 @@
 """The benchmark plan and its execution: suites, alternating repeats, one process per point.
 
-Order of a run, per clip, with the peer contenders of ``benchmarks/`` registered::
+Order of a run, per clip, with the contenders of ``benchmarks/`` registered::
 
     ceiling (repeat 0)                                    (references: once per clip)
     for each camera count N:
@@ -9,8 +9,9 @@ Order of a run, per clip, with the peer contenders of ``benchmarks/`` registered
         ...
     ceiling (repeat 1) ...
 
-The contenders are those registered (``common.register_contender``): vidpipe and its A/B
-variants in the product, the other designs by ``benchmarks/`` (``python -m benchmarks``).
+The product registers the ``vidpipe`` contender only; ``benchmarks/`` registers the other
+designs and vidpipe's variants (``common.register_contender``) and adds its analyses to the
+run and the report (``register_extension``).
 
 Each point is a fresh ``python -m vidpipe.bench.worker`` process, so no contender inherits
 another's threads, caches or memory.
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,12 +40,13 @@ from vidpipe.bench.common import (
     cache_dir,
     clip_geometry,
     default_precision,
-    ensure_ir,
-    machine_info,
     resolve_clip,
 )
+from vidpipe.bench.meters import machine_info
 
 SCHEMA = 1
+
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -64,16 +66,12 @@ class BenchOptions:
     warmup_s: float = 2.0
     repeats: int = 2
     precision: str | None = None
-    benchmark_app: bool = True
-    stage_frames: int = 150
     assets: Path | None = None
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
     mode: str = "throughput"  # throughput | density | both
     realtime: bool = False  # throughput mode: cameras paced at the clip's frame rate
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
-    # the model of the ``*-int8`` contenders (``common.INT8_CONTENDERS``), beside the others'
-    int8_model: Path | None = None
     density_clip: str = "car-detection.mp4"
     density_detect_fps: tuple[float, ...] | None = None  # None: the stream's rate, then 5
     # density cameras start at different points of the clip (False: all at its first frame)
@@ -85,14 +83,11 @@ class BenchOptions:
 SUITES: dict[str, BenchOptions] = {
     "smoke": BenchOptions(
         suite="smoke",
-        contenders=("ceiling", "naive", "vidpipe"),  # those of them registered
         cameras=(1,),
         clips=("car-detection.mp4",),
         seconds=2.0,
         warmup_s=1.0,
         repeats=1,
-        benchmark_app=False,
-        stage_frames=30,
     ),
     "full": BenchOptions(),
 }
@@ -104,12 +99,12 @@ class RunContext:
 
     options: BenchOptions
     model: Path
-    model_ir: Path
     labels: Path
     precision: str
     clips: dict[str, Path]
-    int8_model: Path | None = None
     clip_info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``PointSpec.extra`` of every point (``Extension.prepare``)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def spec_fields(self) -> dict[str, Any]:
         """The ``PointSpec`` fields every point of the run shares (model, precision, ...)."""
@@ -117,16 +112,61 @@ class RunContext:
         return {
             "precision": self.precision,
             "model": str(self.model),
-            "model_ir": str(self.model_ir),
-            "int8_model": None if self.int8_model is None else str(self.int8_model),
             "labels": str(self.labels),
             "score_threshold": o.score_threshold,
             "iou_threshold": o.iou_threshold,
+            "extra": dict(self.extra),
         }
 
 
+class Extension:
+    """What ``benchmarks/`` adds to every run and report (``register_extension``): analyses
+    of the points and the sections that show them. Each hook here does nothing."""
+
+    #: contender -> its label in reports; the keys' order is the order of the report's rows
+    labels: Mapping[str, str] = {}
+
+    def prepare(self, ctx: RunContext, say: Progress) -> dict[str, Any]:
+        """Runs before the first point; returns entries for every point's ``PointSpec.extra``."""
+        return {}
+
+    def analyse(self, doc: dict[str, Any]) -> None:
+        """Adds to the result document what it derives from the points (also run again when
+        a stored result is rendered anew)."""
+
+    def header(self, doc: dict[str, Any]) -> list[str]:
+        """Lines at the end of the report's header."""
+        return []
+
+    def clip_lines(self, doc: dict[str, Any], clip: str) -> list[str]:
+        """Lines under a clip's throughput heading, before its table."""
+        return []
+
+    def sections(self, doc: dict[str, Any]) -> list[str]:
+        """Sections after the throughput tables."""
+        return []
+
+    def write(self, doc: dict[str, Any], out_dir: Path, stem: str) -> dict[str, Path]:
+        """Files written beside the JSON and the Markdown, by kind."""
+        return {}
+
+
+_EXTENSIONS: list[Extension] = []
+
+
+def register_extension(extension: Extension) -> None:
+    """Add ``extension`` to every later run and report; an extension of the same type is
+    replaced (registering again reconfigures)."""
+    _EXTENSIONS[:] = [e for e in _EXTENSIONS if type(e) is not type(extension)]
+    _EXTENSIONS.append(extension)
+
+
+def extensions() -> tuple[Extension, ...]:
+    return tuple(_EXTENSIONS)
+
+
 def prepare(options: BenchOptions) -> RunContext:
-    """Resolve the assets, make derived clips and the IR model, pick the precision.
+    """Resolve the assets, make derived clips, pick the precision.
 
     Raises:
         FileNotFoundError, RuntimeError: an asset or clip cannot be had.
@@ -135,10 +175,8 @@ def prepare(options: BenchOptions) -> RunContext:
 
     assets = options.assets or default_assets_dir()
     model = options.model or assets / "models" / "yolox_nano.onnx"
-    labels = assets / "models" / "coco80.txt"
-    for path in (model, options.int8_model):
-        if path is not None and not path.is_file():
-            raise FileNotFoundError(f"model not found: {path}")
+    if not model.is_file():
+        raise FileNotFoundError(f"model not found: {model}")
     cache = cache_dir()
     names = list(options.clips) if options.mode != "density" else []
     if options.mode != "throughput" and options.density_clip not in names:
@@ -147,11 +185,9 @@ def prepare(options: BenchOptions) -> RunContext:
     ctx = RunContext(
         options=options,
         model=model,
-        model_ir=ensure_ir(model, cache),
-        labels=labels,
+        labels=assets / "models" / "coco80.txt",
         precision=options.precision or default_precision(),
         clips=clips,
-        int8_model=options.int8_model,
     )
     for name, path in clips.items():
         w, h, fps, frames = clip_geometry(path)
@@ -182,18 +218,14 @@ def plan(ctx: RunContext) -> list[PointSpec]:
             seconds=o.seconds,
             warmup_s=o.warmup_s,
             repeat=repeat,
-            stage_frames=o.stage_frames,
             realtime=o.realtime,
             **ctx.spec_fields(),
         )
 
+    # references bracket each clip's block: the first half of their repeats before, the rest after
+    before = range((o.repeats + 1) // 2)
+    after = range((o.repeats + 1) // 2, o.repeats)
     for clip in o.clips:
-        ref_repeats = list(range(o.repeats))
-        # references bracket the clip's block: first half before, second half after
-        before, after = (
-            ref_repeats[: (len(ref_repeats) + 1) // 2],
-            ref_repeats[(len(ref_repeats) + 1) // 2 :],
-        )
         points += [spec(c, clip, 1, r) for r in before for c in refs]
         for n in o.cameras:
             for r in range(o.repeats):
@@ -244,10 +276,8 @@ def _median(values: Iterable[float | None]) -> float | None:
 def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (contender, clip, cameras): medians over the repeats."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    # References are measured without cameras; a stored result may name one not registered now.
-    reference_names = set(common.references()) | {
-        p["spec"]["contender"] for p in points if "stages" in p.get("info", {})
-    }
+    # References are measured without cameras
+    reference_names = set(common.references())
     for p in points:
         s = p["spec"]
         cams = 0 if s["contender"] in reference_names else s["cameras"]
@@ -277,33 +307,12 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         per_thread = [p["info"].get("thread_cpu_percent", {}) for p in ok]
         names = sorted({g for t in per_thread for g in t})
         row["thread_cpu_percent"] = {g: _median(t.get(g, 0.0) for t in per_thread) for g in names}
-        stages = [p["info"]["stages"] for p in ok if "stages" in p.get("info", {})]
-        if stages:
-            row["stages"] = {
-                k: _median(s[k] for s in stages) for k in (stages[0] if stages else {})
-            }
         rows.append(row)
     return rows
 
 
-def references(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per clip: the ceiling fps, the stage costs and the stage bound."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        if r["contender"] == "ceiling" and r.get("stages"):
-            out[r["clip"]] = {
-                "ceiling_fps": r["fps"],
-                "stage_bound_fps": r["stages"].get("stage_bound_fps"),
-                "stages": r["stages"],
-            }
-    return out
-
-
-Progress = Callable[[str], None]
-
-
 def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, Any]:
-    """Run the whole plan and return the result document (see ``report`` for its use)."""
+    """Run the whole plan and return the result document (``report`` renders it)."""
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.monotonic()
     ctx = prepare(options)
@@ -313,12 +322,9 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
         f"{machine['cpu_model']} x{machine['cores']}"
     )
-    bench_app = None
-    if options.benchmark_app and specs:
-        from vidpipe.bench.benchmark_app import run_benchmark_app
-
-        bench_app = run_benchmark_app(str(ctx.model), ctx.precision, max(5.0, options.seconds))
-        say(f"benchmark_app: {bench_app['fps']} fps {bench_app['error'] or ''}")
+    for extension in extensions():
+        ctx.extra.update(extension.prepare(ctx, say))
+    specs = [replace(s, extra=dict(ctx.extra)) for s in specs]
     timeout = options.warmup_s + options.seconds + 240
     with tempfile.TemporaryDirectory(prefix="vidpipe-bench-") as tmp:
         points = _run_points(specs, Path(tmp), timeout, say)
@@ -327,7 +333,6 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
             from vidpipe.bench.density import run_density
 
             density = run_density(ctx, options.density_clip, run_point, say)
-    rows = summarize(points)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -338,18 +343,13 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         "clips": ctx.clip_info,
         "model": str(ctx.model),
         "unavailable": unavailable,
-        "benchmark_app": bench_app,
-        "summary": rows,
-        "references": references(rows),
+        "summary": summarize(points),
         "points": points,
         "density": density,
         "wall_s": time.monotonic() - t_start,
     }
-    from vidpipe.bench.report import targets
-    from vidpipe.bench.variants import variant_ratios
-
-    doc["targets"] = targets(doc)
-    doc["variants"] = variant_ratios(doc)
+    for extension in extensions():
+        extension.analyse(doc)
     return doc
 
 

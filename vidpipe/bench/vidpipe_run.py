@@ -2,9 +2,9 @@
 (``vidpipe run``'s malloc settings included).
 
 N looping file cameras (unpaced: files use the ``block`` mailbox policy), metrics served on
-127.0.0.1 with a free port, one JSONL sink to a temporary file. Frames inferred come from
-``engine.completed``; per-camera counts from the metrics registry; capture-to-result latency
-from the JSONL lines (``latency_ms``) whose timestamp falls in the window.
+127.0.0.1 with a free port, one JSONL sink to a temporary file. Frames inferred come from the
+scheduler's ``completed``; per-camera counts from the metrics registry; capture-to-result
+latency from the JSONL lines (``latency_ms``) whose timestamp falls in the window.
 """
 
 from __future__ import annotations
@@ -13,73 +13,72 @@ import json
 import logging
 import tempfile
 import urllib.request
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from vidpipe.bench.common import (
-    INT8_CONTENDERS,
-    VIDPIPE_CAMERA_VARIANTS,
-    VIDPIPE_CAPTURE_VARIANTS,
-    VIDPIPE_LIVE_VARIANTS,
-    VIDPIPE_VARIANTS,
-    PointSpec,
-)
+from vidpipe.bench.common import PointSpec
 from vidpipe.preprocess import buffers
 
 log = logging.getLogger(__name__)
 
 
-def bench_config(spec: PointSpec, jsonl: Path) -> Any:
-    """The daemon config of one point, validated like a YAML file would be."""
+def merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` merged in: mappings key by key, any other value replaced."""
+    out = dict(base)
+    for key, value in changes.items():
+        old = out.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            value = merged(old, value)
+        out[key] = value
+    return out
+
+
+def bench_config(
+    spec: PointSpec,
+    jsonl: Path,
+    overrides: Mapping[str, Any] | None = None,
+    camera: Mapping[str, Any] | None = None,
+) -> Any:
+    """The daemon config of one point, validated like a YAML file would be.
+
+    Args:
+        spec: the point.
+        jsonl: the results file of the JSONL sink.
+        overrides: merged into the config's sections (``merged``): a variant's settings.
+        camera: merged into every camera's settings.
+    """
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
-    model = spec.model
-    if spec.contender in INT8_CONTENDERS:
-        if not spec.int8_model:
-            raise ValueError(f"{spec.contender} runs the model of --int8-model: none given")
-        model = spec.int8_model
     data: dict[str, Any] = {
         "model": {
-            "path": model,
+            "path": spec.model,
             "labels": spec.labels,
             "type": "yolox",
             "score_threshold": spec.score_threshold,
             "iou_threshold": spec.iou_threshold,
         },
-        "inference": {
-            "type": "openvino",
-            "device": "CPU",
-            "precision": spec.precision,
-            **VIDPIPE_VARIANTS.get(spec.contender, {}),
-        },
-        "http": {
-            "enabled": True,
-            "host": "127.0.0.1",
-            "port": 0,
-            "live": VIDPIPE_LIVE_VARIANTS.get(spec.contender, {}),
-        },
+        "inference": {"type": "openvino", "device": "CPU", "precision": spec.precision},
+        "http": {"enabled": True, "host": "127.0.0.1", "port": 0},
         "logging": {"level": "WARNING"},
-        "capture": {
-            # --realtime: cameras in step, on the same clock grid as the baselines' readers
-            **({"realtime_phase": "aligned"} if spec.realtime else {}),
-            **VIDPIPE_CAPTURE_VARIANTS.get(spec.contender, {}),
-        },
         "sinks": [{"type": "jsonl", "path": str(jsonl)}],
         "cameras": [
-            {
-                "name": f"cam{i}",
-                "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
-                "loop": not is_stream,
-                **({"realtime": True} if spec.realtime and not is_stream else {}),
-                **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
-                **VIDPIPE_CAMERA_VARIANTS.get(spec.contender, {}),
-            }
+            merged(
+                {
+                    "name": f"cam{i}",
+                    "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
+                    "loop": not is_stream,
+                    **({"realtime": True} if spec.realtime and not is_stream else {}),
+                    **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
+                },
+                camera or {},
+            )
             for i in range(spec.cameras)
         ],
     }
-    return Config.model_validate(data)
+    return Config.model_validate(merged(data, overrides or {}))
 
 
 #: sample name -> ``camera_counters`` key (dropped frames by reason are split further)
@@ -93,11 +92,21 @@ _COUNTER_KEYS = {
 
 
 class VidpipeRun:
-    """``Daemon(cfg, metrics).start()`` ... ``shutdown()``, measured from outside."""
+    """``Daemon(cfg).start()`` ... ``shutdown()``, measured from outside.
+
+    Args:
+        spec: the point.
+        overrides, camera: a variant's settings (``bench_config``).
+    """
 
     name = "vidpipe"
 
-    def __init__(self, spec: PointSpec) -> None:
+    def __init__(
+        self,
+        spec: PointSpec,
+        overrides: Mapping[str, Any] | None = None,
+        camera: Mapping[str, Any] | None = None,
+    ) -> None:
         from vidpipe.cli import tune_process
         from vidpipe.daemon import Daemon
 
@@ -110,17 +119,20 @@ class VidpipeRun:
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
         self.jsonl = Path(self._tmp.name) / "results.jsonl"
-        self.cfg = bench_config(spec, self.jsonl)
+        self.cfg = bench_config(spec, self.jsonl, overrides, camera)
         self.daemon = Daemon(self.cfg)
         self.errors: list[str] = []
         self.precision = spec.precision
         self.details: dict[str, Any] = {}
 
     def start(self) -> None:
+        if self.spec.realtime:
+            # paced cameras in step, on the same clock grid as the other designs' readers
+            self.daemon.pipeline.capture_phase = "aligned"
         self.daemon.start()
-        engine = self.daemon.scheduler
-        assert engine is not None
-        info, spec = engine.backend.info, engine.backend.input_spec
+        scheduler = self.daemon.scheduler
+        assert scheduler is not None
+        info, spec = scheduler.backend.info, scheduler.backend.input_spec
         self.precision = info.precision
         self.details = {
             "precision": self.precision,
@@ -129,14 +141,14 @@ class VidpipeRun:
             "optimal_requests": info.optimal_requests or 0,
             "streams": info.streams,
             "input": f"{spec.dtype} {spec.layout} {list(spec.shape)}",
-            "pipeline_depth": engine.pipeline_depth,
-            "buffers": engine.capacity,  # one lent input buffer per frame in flight
+            "pipeline_depth": scheduler.pipeline_depth,
+            "buffers": scheduler.capacity,  # one lent input buffer per frame in flight
             "http_port": self.daemon.http_port,
         }
 
     def frames(self) -> int:
-        engine = self.daemon.scheduler
-        return engine.completed if engine is not None else 0
+        scheduler = self.daemon.scheduler
+        return scheduler.completed if scheduler is not None else 0
 
     def per_camera(self) -> list[int]:
         counters = self.camera_counters()
@@ -175,8 +187,7 @@ class VidpipeRun:
         return out
 
     def allocations(self) -> int | None:
-        engine = self.daemon.scheduler
-        return buffers.allocations() if engine is not None else None
+        return buffers.allocations() if self.daemon.scheduler is not None else None
 
     def latencies_ms(self, _t0: float, _t1: float, t0_wall: float, t1_wall: float) -> list[float]:
         """``latency_ms`` of the JSONL lines written for frames finished in the window."""

@@ -24,17 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from vidpipe.bench.common import (
-    FACTORY_ENV,
-    SYS_PATH_ENV,
-    PointResult,
-    PointSpec,
-    Snapshot,
-    cores,
-    loadavg_1m,
-    percentile,
-)
-from vidpipe.bench.threads import thread_cpu_percent, thread_cpu_s
+from vidpipe.bench.common import FACTORY_ENV, SYS_PATH_ENV, PointResult, PointSpec
+from vidpipe.bench.meters import Snapshot, cores, loadavg_1m, thread_cpu_percent, thread_cpu_s
+from vidpipe.quantiles import quantile
 
 log = logging.getLogger("vidpipe.bench.worker")
 
@@ -132,7 +124,7 @@ def measure(spec: PointSpec, factory: str, sys_path: str | None = None) -> Point
     if alloc0 is not None and alloc1 is not None:
         result.allocations = {"before": alloc0, "after": alloc1}
     lat = contender.latencies_ms(s0.t_mono, s1.t_mono, s0.t_wall, s1.t_wall)
-    result.latency_ms = {"p50": percentile(lat, 0.50), "p95": percentile(lat, 0.95), "n": len(lat)}
+    result.latency_ms = {"p50": quantile(lat, 0.50), "p95": quantile(lat, 0.95), "n": len(lat)}
     result.precision = contender.precision
     stage_costs = getattr(contender, "stage_costs", None)  # a reference: the stage bound
     if stage_costs is not None:

@@ -1,4 +1,7 @@
-"""``vidpipe bench --mode capture``: what capture costs, libav (PyAV) against OpenCV, same run.
+"""What capture costs, libav (PyAV) against OpenCV, in the same run::
+
+    python -m benchmarks.capture_cost [--clips A,B] [--cameras 8] [--json out.json]
+
 
 Two measurements:
 
@@ -16,9 +19,11 @@ Two measurements:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -270,27 +275,47 @@ def run_capture_bench(
     return doc
 
 
-def cmd_capture(args: Any) -> int:
-    """``vidpipe bench --mode capture``: print the figures, write them as JSON."""
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.capture_cost", description=__doc__)
+    p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe finds it)")
+    p.add_argument(
+        "--clips",
+        "--clip",
+        default="car-detection.mp4,car-detection-1080p.mp4",
+        help="comma list of the clips whose decode is timed",
+    )
+    p.add_argument("--stage-frames", type=int, default=300, help="frames timed per variant")
+    p.add_argument("--repeats", type=int, default=5, help="repeats, variants alternated")
+    p.add_argument("--cameras", type=int, default=8, help="RTSP cameras of time to streaming")
+    p.add_argument(
+        "--density-clip",
+        default="one-by-one-person-detection.mp4",
+        help="clip served over RTSP for time to streaming",
+    )
+    p.add_argument("--json", type=Path, help="result file (default: OUT/bench-capture-TIME.json)")
+    p.add_argument("--out", type=Path, default=Path("."), help="directory of the default --json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the figures, write them as JSON."""
     from datetime import datetime
 
     from vidpipe.assets import default_assets_dir
     from vidpipe.bench.common import cache_dir, resolve_clip
 
+    args = _parser().parse_args(argv)
     assets = args.assets or default_assets_dir()
-    names = list(args.clips or ("car-detection.mp4", "car-detection-1080p.mp4"))
+    names = [n.strip() for n in args.clips.split(",") if n.strip()]
     clips = [resolve_clip(n, assets / "videos", cache_dir()) for n in names]
-    rtsp_clip = resolve_clip(
-        args.density_clip or "one-by-one-person-detection.mp4", assets / "videos", cache_dir()
-    )
-    cameras = max(args.cameras or (8,))
-    doc = run_capture_bench(
-        clips, args.stage_frames or 300, args.repeats or 5, cameras, rtsp_clip, print
-    )
-    path = args.json or (args.out or Path(".")) / (
-        f"bench-capture-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    )
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(doc, indent=1))
+    rtsp_clip = resolve_clip(args.density_clip, assets / "videos", cache_dir())
+    doc = run_capture_bench(clips, args.stage_frames, args.repeats, args.cameras, rtsp_clip, print)
+    path = args.json or args.out / f"bench-capture-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
     print(f"json: {path}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

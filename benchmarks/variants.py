@@ -1,23 +1,44 @@
-"""vidpipe with a feature switched on, measured against plain vidpipe in the same run.
+"""vidpipe with one setting changed, measured against plain vidpipe in the same run.
 
-A camera variant merges its fields into every camera of the vidpipe config
-(``vidpipe_run.bench_config``). Run it beside ``vidpipe``::
+Each variant is the real daemon (``vidpipe.bench.vidpipe_run.VidpipeRun``) with settings
+merged into its config: into a section (``Variant.overrides``, e.g. the inference hint), or
+into every camera (``Variant.camera``, e.g. tracking). Run one beside ``vidpipe``::
 
-    vidpipe bench --contenders vidpipe,vidpipe-track --cameras 4 \\
+    python -m benchmarks --contenders vidpipe,vidpipe-track --cameras 4 \\
         --clips bottle-detection.mp4,one-by-one-person-detection.mp4 --repeats 4
 
 Repeats alternate the order of the contenders (ABBA), so each repeat gives one paired ratio
 ``variant fps / vidpipe fps``; the report shows every pair and their median, and whether the
-variant's budget (``BUDGETS``) holds. This module must not import ``vidpipe.bench.common``
-(common imports it).
+variant's budget (``BUDGETS``) holds.
 """
 
 from __future__ import annotations
 
 import statistics
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from vidpipe.bench.common import PointSpec
+from vidpipe.bench.vidpipe_run import VidpipeRun, merged
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a variant differs from plain vidpipe.
+
+    Attributes:
+        overrides: merged into the config's sections.
+        camera: merged into every camera's settings.
+        int8: runs the INT8 IR of ``--int8-model`` (``PointSpec.extra["int8_model"]``)
+            instead of the model, so that INT8 and the default are measured in one run.
+    """
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    camera: dict[str, Any] = field(default_factory=dict)
+    int8: bool = False
+
 
 _WHOLE = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
 
@@ -30,56 +51,99 @@ _CLIPS = {
     "max_total_gb": 1,
     "triggers": {"classes": ["person", "car", "bottle"], "min_score": 0.3},
 }
+# tracking on, two zones and two lines with every class counted: the per-frame work of a busy
+# camera (every detection is tracked, tested against each zone and line)
+_TRACK = {
+    "tracking": {"enabled": True},
+    "zones": [
+        {"name": "whole", "coords": "normalized", "points": _WHOLE},
+        {
+            "name": "middle",
+            "coords": "normalized",
+            "points": [[0.25, 0.2], [0.75, 0.2], [0.8, 0.5], [0.75, 0.8], [0.25, 0.8]],
+        },
+    ],
+    "lines": [
+        {"name": "vertical", "coords": "normalized", "points": [[0.5, 0.0], [0.5, 1.0]]},
+        {"name": "horizontal", "coords": "normalized", "points": [[0.0, 0.5], [1.0, 0.5]]},
+    ],
+}
+# the motion gate on at its defaults (density on the walkway clip with an INT8 model)
+_MOTION = {"motion": {"enabled": True}}
+# OpenVINO's stream threads free to run on any core (they are pinned one to a core)
+_NOPIN = {"inference": {"advanced": {"cpu_pinning": False}}}
 
-#: contender name -> fields merged into every camera's config.
-CAMERA_VARIANTS: dict[str, dict[str, Any]] = {
-    # tracking on, two zones and two lines with every class counted: the per-frame work of a
-    # busy camera (every detection is tracked, tested against each zone and line)
-    "vidpipe-track": {
-        "tracking": {"enabled": True},
-        "zones": [
-            {"name": "whole", "coords": "normalized", "points": _WHOLE},
-            {
-                "name": "middle",
-                "coords": "normalized",
-                "points": [[0.25, 0.2], [0.75, 0.2], [0.8, 0.5], [0.75, 0.8], [0.25, 0.8]],
-            },
-        ],
-        "lines": [
-            {"name": "vertical", "coords": "normalized", "points": [[0.5, 0.0], [0.5, 1.0]]},
-            {"name": "horizontal", "coords": "normalized", "points": [[0.0, 0.5], [1.0, 0.5]]},
-        ],
-    },
+#: contender name -> how it differs from ``vidpipe`` (never in the default suite)
+VARIANTS: dict[str, Variant] = {
+    "vidpipe-2req": Variant({"inference": {"advanced": {"num_requests": 2}}}),
+    # the whole pool in flight whatever the number of cameras (the default caps requests in
+    # flight by the cameras with frames)
+    "vidpipe-4req": Variant({"inference": {"advanced": {"num_requests": 4}}}),
+    "vidpipe-latency": Variant({"inference": {"hint": "latency"}}),  # one request in flight
+    "vidpipe-throughput": Variant({"inference": {"hint": "throughput"}}),  # whatever the cameras
+    "vidpipe-int8": Variant(int8=True),
+    "vidpipe-motion-int8": Variant(camera=_MOTION, int8=True),
+    "vidpipe-nopin": Variant(_NOPIN),
+    "vidpipe-motion-nopin": Variant(_NOPIN, camera=_MOTION),
+    "vidpipe-nolive": Variant({"http": {"live": {"enabled": False}}}),  # the live view is on
+    # every inferred frame converted whole, then resized by OpenCV
+    "vidpipe-wholeframe": Variant({"capture": {"convert_at_model_size": False}}),
+    "vidpipe-track": Variant(camera=_TRACK),
     # event clips on every camera, recording all the time: a detection of any of the clips'
     # classes triggers, so the ring holds the open clip and a clip is cut every max_s
-    "vidpipe-clips": {"clips": _CLIPS},
-    # the motion gate on at its defaults (density on the walkway clip with an INT8 model)
-    "vidpipe-motion": {"motion": {"enabled": True}},
+    "vidpipe-clips": Variant(camera={"clips": _CLIPS}),
+    "vidpipe-motion": Variant(camera=_MOTION),
+    # tracking, zones and lines, where crops are made too (against vidpipe-track)
+    "vidpipe-track-clips": Variant(camera={**_TRACK, "clips": _CLIPS}),
 }
-# the same with tracking, zones and lines, where crops are made too (against vidpipe-track)
-CAMERA_VARIANTS["vidpipe-track-clips"] = {**CAMERA_VARIANTS["vidpipe-track"], "clips": _CLIPS}
-# the gate with postprocessing on a thread of its own, or on the INT8 model
-# (``common.VIDPIPE_VARIANTS`` too)
-CAMERA_VARIANTS["vidpipe-motion-ppthread"] = CAMERA_VARIANTS["vidpipe-motion"]
-CAMERA_VARIANTS["vidpipe-motion-int8"] = CAMERA_VARIANTS["vidpipe-motion"]
-CAMERA_VARIANTS["vidpipe-motion-nopin"] = CAMERA_VARIANTS["vidpipe-motion"]
+#: the variants with a feature on in every camera, whose paired ratios the report shows
+CAMERA_VARIANTS = (
+    "vidpipe-track",
+    "vidpipe-clips",
+    "vidpipe-motion",
+    "vidpipe-track-clips",
+    "vidpipe-motion-int8",
+    "vidpipe-motion-nopin",
+)
+INT8_VARIANTS = frozenset(name for name, v in VARIANTS.items() if v.int8)
 
-#: contender name -> the least ``variant fps / vidpipe fps`` it may cost (issue 8: tracking
-#: must not lower throughput by more than 5 %; issue 16: clips by 3 %).
+
+def variant_settings(spec: PointSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config overrides and camera settings of the variant ``spec.contender``
+    (``vidpipe_run.bench_config``).
+
+    Raises:
+        ValueError: an INT8 variant without ``--int8-model``.
+    """
+    variant = VARIANTS[spec.contender]
+    overrides = variant.overrides
+    if variant.int8:
+        if not spec.extra.get("int8_model"):
+            raise ValueError(f"{spec.contender} runs the model of --int8-model: none given")
+        overrides = merged(overrides, {"model": {"path": spec.extra["int8_model"]}})
+    return overrides, variant.camera
+
+
+def variant_run(spec: PointSpec) -> VidpipeRun:
+    """The daemon of the variant ``spec.contender`` (the factory the harness registers)."""
+    return VidpipeRun(spec, *variant_settings(spec))
+
+
+#: contender name -> the least ``variant fps / vidpipe fps`` it may cost: tracking must not
+#: lower throughput by more than 5 %, event clips by 3 %.
 BUDGETS: dict[str, float] = {"vidpipe-track": 0.95, "vidpipe-clips": 0.97}
 
 LABELS: dict[str, str] = {
+    "vidpipe-2req": "vidpipe, 2 requests (A/B)",
+    "vidpipe-4req": "vidpipe, 4 requests, no in-flight cap (A/B)",
+    "vidpipe-nolive": "vidpipe, live view off (A/B)",
     "vidpipe-track": "vidpipe, tracking + 2 zones + 2 lines (A/B)",
     "vidpipe-clips": "vidpipe, event clips recording all the time (A/B)",
     "vidpipe-track-clips": "vidpipe-track + event clips and crops (A/B against vidpipe)",
     "vidpipe-motion": "vidpipe, motion gate on",
-    # inference variants (``common.VIDPIPE_VARIANTS``)
     "vidpipe-latency": "vidpipe, latency hint (A/B)",
     "vidpipe-throughput": "vidpipe, throughput hint whatever the cameras (A/B)",
-    "vidpipe-eager": "vidpipe, file cameras decode at once, not just in time (A/B)",
-    "vidpipe-ppthread": "vidpipe, postprocessing on a thread of its own (A/B)",
     "vidpipe-wholeframe": "vidpipe, whole frames converted, then resized by OpenCV (A/B)",
-    "vidpipe-motion-ppthread": "vidpipe, motion gate on, postprocessing on a thread of its own",
     "vidpipe-int8": "vidpipe on the INT8 model (--int8-model)",
     "vidpipe-motion-int8": "vidpipe on the INT8 model, motion gate on",
     "vidpipe-nopin": "vidpipe, OpenVINO's threads not pinned to cores (A/B)",
@@ -133,7 +197,7 @@ def variant_ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
     keys = sorted(
         {(r["contender"], r["clip"], r["cameras"]) for r in doc.get("summary", [])},
         key=lambda k: (
-            list(CAMERA_VARIANTS).index(k[0]) if k[0] in CAMERA_VARIANTS else -1,
+            CAMERA_VARIANTS.index(k[0]) if k[0] in CAMERA_VARIANTS else -1,
             *k[1:],
         ),
     )

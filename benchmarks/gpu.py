@@ -1,4 +1,4 @@
-"""``vidpipe bench-gpu``: the GPU stream set against the same executor in a tight loop.
+"""``python -m benchmarks.gpu``: the GPU stream set against the same executor in a tight loop.
 
 Two measurements, both in one run, reported as JSON and Markdown:
 
@@ -20,9 +20,9 @@ Two measurements, both in one run, reported as JSON and Markdown:
    instead (1.2 MB a frame for YOLOX-Nano at 416x416, 77 MB a batch of 64), as a model
    without a GPU postprocessor runs. The tight loop does neither: it is the model alone.
 
-2. **Streams** (real CPU decode): N cameras playing a 1080p 25 fps clip in real time through
-   the whole daemon (capture, letterbox, the stream set, postprocessing); a point is
-   *sustained* when at least 95 % of the frames the cameras produced were inferred.
+2. **Streams** (``gpu_streams``, real CPU decode): N cameras playing a 1080p 25 fps clip in
+   real time through the whole daemon (capture, letterbox, the stream set, postprocessing); a
+   point is *sustained* when at least 95 % of the frames the cameras produced were inferred.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import shutil
-import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -41,12 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vidpipe.bench.threads import thread_cores, thread_cpu_s
+from benchmarks.gpu_streams import cuda_graphs, make_clip, preprocess_cost, stream_point
+from benchmarks.threads import thread_cores
+from vidpipe.bench.meters import thread_cpu_s
 from vidpipe.infer.gpu_base import BatchExecutor
 from vidpipe.types import DeviceImage
 
 if TYPE_CHECKING:
-    from vidpipe.config import Config
+    pass
 
 
 def _executor(args: argparse.Namespace, max_batch: int) -> Any:
@@ -57,9 +58,8 @@ def _executor(args: argparse.Namespace, max_batch: int) -> Any:
         {
             "type": args.type,
             "devices": [args.device],
-            "max_batch": max_batch,
             "precision": args.precision,
-            **_graphs(args),
+            "advanced": {"max_batch": max_batch, **cuda_graphs(args)},
         }
     )
     device = args.device
@@ -121,7 +121,7 @@ class StreamSetRate:
         mean_batch: the mean batch size (the daemon exports it as ``vidpipe_batch_size``).
         thread_cores: cores each thread name kept busy (1.0 = one core), busiest first
             (``threads.thread_cores``); the feeder is the thread that called
-            ``stream_set_rate``, under its Python name (``MainThread`` in ``bench-gpu``).
+            ``stream_set_rate``, under its Python name (``MainThread`` here).
     """
 
     img_s: float
@@ -235,161 +235,8 @@ def device_tag(args: argparse.Namespace, ex: Any) -> Any:
     return SubmitTag(PostprocessRequest(args.model_type, lb, 0.3, None, 0.45))
 
 
-def make_clip(src: Path, dst: Path, fps: int = 25) -> str:
-    """1080p at ``fps``: ffmpeg if present (H.264), else OpenCV (MPEG-4 part 2)."""
-    # setpts=0.5*PTS plays the 12.5 fps clip twice as fast: every frame is a new picture,
-    # not a duplicate that would decode for free.
-    ffmpeg = shutil.which("ffmpeg")
-    if ffmpeg:
-        cmd = [
-            ffmpeg,
-            "-y",
-            "-loglevel",
-            "error",
-            "-i",
-            str(src),
-            "-vf",
-            "setpts=0.5*PTS,scale=1920:1080",
-            "-r",
-            str(fps),
-            "-c:v",
-            "libx264",
-            "-preset",
-            "veryfast",
-            "-pix_fmt",
-            "yuv420p",
-            "-an",
-            str(dst),
-        ]
-        subprocess.run(cmd, check=True)
-        return "ffmpeg libx264 1920x1080 25 fps (setpts=0.5*PTS)"
-    import cv2
-
-    cap = cv2.VideoCapture(str(src))
-    out = cv2.VideoWriter(str(dst), cv2.VideoWriter.fourcc(*"mp4v"), fps, (1920, 1080))
-    while True:
-        ok, img = cap.read()
-        if not ok:
-            break
-        out.write(cv2.resize(img, (1920, 1080), interpolation=cv2.INTER_LINEAR))
-    out.release()
-    return "OpenCV mp4v (MPEG-4 part 2) 1920x1080 25 fps, source frames not duplicated"
-
-
-def preprocess_cost(clip: Path, frames: int = 200) -> dict[str, float]:
-    """The scheduler thread's per-frame work for a 1080p frame: letterbox into an input buffer.
-
-    One thread does this for every camera, so ``1000 / fill_ms`` bounds the frames per
-    second the Engine can submit, whatever the GPU does.
-    """
-    import cv2
-
-    from vidpipe.preprocess.buffers import input_buffer
-    from vidpipe.types import TensorSpec
-
-    cap = cv2.VideoCapture(str(clip))
-    images: list[np.ndarray] = []
-    while len(images) < 50:
-        ok, img = cap.read()
-        if not ok:
-            break
-        images.append(np.asarray(img, np.uint8))
-    cap.release()
-    buf = input_buffer(TensorSpec("x", (1, 416, 416, 3), "u8", "NHWC"), 0)
-    t0 = time.perf_counter()
-    for i in range(frames):
-        buf.fill(images[i % len(images)])
-    fill_ms = (time.perf_counter() - t0) * 1000 / frames
-    return {"fill_ms": round(fill_ms, 3), "bound_fps": round(1000 / fill_ms, 1)}
-
-
-def stream_point(args: argparse.Namespace, clip: Path, cameras: int) -> dict[str, Any]:
-    """Run the daemon with ``cameras`` real-time 1080p cameras; did inference keep up?"""
-    from vidpipe.daemon import Daemon
-
-    daemon = Daemon(_stream_config(args, clip, cameras))
-    daemon.start()
-    assert daemon.scheduler is not None
-    count = [0]
-    lock = threading.Lock()
-    forward = daemon.scheduler.on_result
-
-    def counting(result: Any) -> None:
-        with lock:
-            count[0] += 1
-        forward(result)
-
-    daemon.scheduler.on_result = counting
-    try:
-        time.sleep(args.warmup)
-        with lock:
-            start = count[0]
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        time.sleep(args.window)
-        elapsed = time.perf_counter() - t0
-        with lock:
-            n = count[0] - start
-        cpu = (time.process_time() - cpu0) / elapsed
-        drops = _drops(daemon.metrics.registry)
-    finally:
-        daemon.stop_event.set()
-        daemon.shutdown()
-    expected = cameras * 25.0
-    point = {
-        "cameras": cameras,
-        "inferred_fps": round(n / elapsed, 1),
-        "offered_fps": expected,
-        "fraction": round(n / elapsed / expected, 3),
-        "sustained": n / elapsed >= 0.95 * expected,
-        "process_cpu_cores": round(cpu, 2),
-        "drops_since_start": drops,
-    }
-    print(json.dumps(point), flush=True)
-    return point
-
-
-def _stream_config(args: argparse.Namespace, clip: Path, cameras: int) -> Config:
-    """The daemon config of a streams point: ``cameras`` looping real-time cameras of ``clip``."""
-    from vidpipe.config import Config
-
-    doc = {
-        "model": {"path": str(args.model), "labels": str(args.labels)},
-        "inference": {
-            "type": args.type,
-            "devices": [args.device],
-            "streams": 2,
-            "max_batch": args.stream_batch,
-            "batch_timeout_ms": 10,
-            "precision": args.precision,
-            **_graphs(args),
-        },
-        "http": {"enabled": False},
-        "cameras": [
-            {"name": f"cam{i}", "url": str(clip), "loop": True, "realtime": True}
-            for i in range(cameras)
-        ],
-    }
-    return Config.model_validate(doc)
-
-
-def _graphs(args: argparse.Namespace) -> dict[str, bool]:
-    return {"cuda_graphs": not args.eager} if args.type == "torch" else {}
-
-
-def _drops(registry: Any) -> dict[str, float]:
-    """Frames dropped so far, by reason, over all cameras."""
-    out: dict[str, float] = {}
-    for metric in registry.collect():
-        for s in metric.samples:
-            if s.name == "vidpipe_frames_dropped_total":
-                reason = s.labels.get("reason", "?")
-                out[reason] = out.get(reason, 0.0) + s.value
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    """Run the measurements ``args`` ask for (``vidpipe bench-gpu``, see ``bench.cli``) and
-    write the JSON document."""
+    """Run the measurements ``args`` ask for (``parser``) and write the JSON document."""
     doc: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
     frames = (
         _device_frames(args.images, args.device)
@@ -457,3 +304,61 @@ def _device_frames(images: Path | None, device: int) -> list[DeviceImage]:
         on_gpu = torch.from_numpy(bgr_to_nv12(bgr)).to(f"cuda:{device}")
         out.append(DeviceImage(on_gpu, device, 1920, 1080, functools.partial(np.copy, bgr)))
     return out
+
+
+def _ints(text: str) -> list[int]:
+    """A comma list of integers; empty text is an empty list (that measurement is skipped)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    """The options of ``python -m benchmarks.gpu``."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu",
+        description="The GPU stream set against the same executor in a tight loop (inference "
+        "img/s per batch and stream count), then N cameras of a 1080p clip through the whole "
+        "daemon; one JSON document.",
+    )
+    p.add_argument("--model", type=Path, required=True, help="the ONNX model")
+    p.add_argument("--labels", type=Path, required=True, help="its labels file")
+    p.add_argument("--type", choices=("torch", "tensorrt"), default="torch")
+    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f32")
+    p.add_argument("--device", type=int, default=0, help="CUDA device index")
+    p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
+    p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
+    p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
+    p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
+    p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
+    p.add_argument("--cameras", type=_ints, default=[], help="camera counts of the streams test")
+    p.add_argument("--stream-batch", type=int, default=32, help="max batch in the streams test")
+    p.add_argument("--warmup", type=float, default=6.0, help="seconds before a streams window")
+    p.add_argument("--window", type=float, default=12.0, help="streams measurement window")
+    p.add_argument("--eager", action="store_true", help="torch: no CUDA graphs")
+    p.add_argument(
+        "--outputs",
+        choices=("device", "host"),
+        default="device",
+        help="stream set: postprocess on the device as the daemon does (default), or bring "
+        "the raw outputs to the host",
+    )
+    p.add_argument(
+        "--inputs",
+        choices=("host", "device"),
+        default="host",
+        help="stream set: letterboxed frames copied into its pinned batch (CPU decode, the "
+        "default), or 1080p NV12 pictures already on the GPU that it letterboxes there (NVDEC)",
+    )
+    p.add_argument("--model-type", default="yolox", help="the model's decoder (model.type)")
+    p.add_argument("--json", type=Path, required=True, help="result file")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
-"""``python -m vidpipe.bench.gpu_daemon``: how many real-time cameras the daemon itself holds.
+"""``python -m benchmarks.gpu_daemon``: how many real-time cameras the daemon itself holds.
 
-Unlike ``gpu_pipeline`` (the GPU path alone), this runs the real ``Daemon`` with a real config:
+It runs the real ``Daemon`` with a real config:
 N cameras reading one clip, each looping and paced in real time (``realtime: true``: a live
 camera's ``newest`` mailbox, overwritten frames counted as dropped), decoded with the given
 decoder (``nvdec`` or ``pyav``) and inferred by the configured backend (``torch`` on a GPU,
@@ -13,11 +13,11 @@ cores to spare runs several. The shards start together and measure the same wind
 figures are pooled (the worst camera of all, one latency histogram, host cores summed).
 
 A count *holds* when every camera gets >= 99 % of its decoded frames inferred and the p95
-capture-to-result latency is <= 200 ms (the issue's rule). Per point, measured over a window
-after a warm-up, from the daemon's own metrics registry: each camera's inferred share,
-p95 latency (from the histogram's buckets), host cores used (process CPU time over wall
-time), mean batch size, and, for GPU runs, the GPU memory in use. Decoders alternate per count
-so that both see the same machine state.
+capture-to-result latency is <= 200 ms (the rule of ``vidpipe bench --mode density``). Per
+point, measured over a window after a warm-up, from the daemon's own metrics registry: each
+camera's inferred share, p95 latency (from the histogram's buckets), host cores used (process
+CPU time over wall time), mean batch size, and, for GPU runs, the GPU memory in use. Decoders
+alternate per count so that both see the same machine state.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from vidpipe.bench.threads import thread_cpu_s
+from vidpipe.bench.meters import thread_cpu_s
 from vidpipe.config import CaptureConfig, Config, ShardingConfig
+from vidpipe.quantiles import bucket_quantile
 from vidpipe.reload import active_cameras
 from vidpipe.shard import Shard
 
@@ -52,10 +53,12 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
         inference: dict[str, Any] = {
             "type": "torch",
             "devices": [args.device],
-            "streams": args.streams,
-            "max_batch": args.max_batch,
-            "batch_timeout_ms": args.batch_timeout_ms,
             "precision": args.precision,
+            "advanced": {
+                "streams": args.streams,
+                "max_batch": args.max_batch,
+                "batch_timeout_ms": args.batch_timeout_ms,
+            },
         }
     else:
         inference = {"type": "openvino", "device": "CPU"}
@@ -159,20 +162,6 @@ def thread_cpu() -> dict[str, float]:
         name = names.get(tid, "native")
         out[name] = out.get(name, 0.0) + cpu
     return out
-
-
-def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
-    """The ``q`` quantile of the observations between two snapshots of cumulative buckets
-    (the upper bound of the bucket it falls in; None without observations)."""
-    edges = sorted(after)
-    counts = [after[e] - before.get(e, 0.0) for e in edges]
-    total = counts[-1] if counts else 0.0
-    if total <= 0:
-        return None
-    for edge, cumulative in zip(edges, counts, strict=True):
-        if cumulative >= q * total:
-            return edge
-    return edges[-1]
 
 
 def measure(
@@ -282,7 +271,7 @@ def summarise(decoder: str, cameras: int, raws: list[dict[str, Any]]) -> dict[st
             buckets[le] = buckets.get(le, 0.0) + count
         for name, cores in r["threads"].items():
             threads[name] = threads.get(name, 0.0) + cores
-    p95 = quantile({}, buckets, 0.95)
+    p95 = bucket_quantile({}, buckets, 0.95)
     batches, frames = sum(r["batches"] for r in raws), sum(r["frames"] for r in raws)
     infers, infer_s = sum(r["infers"] for r in raws), sum(r["infer_s"] for r in raws)
     memory = max((r["memory"] for r in raws if r["memory"] is not None), default=None)
@@ -354,7 +343,7 @@ def mps_for_the_run(enabled: bool) -> Iterator[None]:
 
 def _parser() -> argparse.ArgumentParser:
     """The command line; ``--help`` lists the options in the order they are added."""
-    p = argparse.ArgumentParser(prog="python -m vidpipe.bench.gpu_daemon", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_daemon", description=__doc__)
     p.add_argument("--model", type=Path, required=True, help="the ONNX model (YOLOX)")
     p.add_argument("--labels", type=Path, required=True, help="its labels file")
     p.add_argument("--clip", type=Path, required=True, help="the clip every camera plays")

@@ -1,0 +1,53 @@
+"""Per-thread meters beyond the harness's own (``vidpipe.bench.meters``): context switches by
+thread, and the cores each named thread kept busy, native threads named by the OS."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+
+def thread_switches() -> tuple[dict[int, float], dict[int, float]]:
+    """Context switches of every thread of this process, by native thread id: voluntary ones
+    (a thread going to sleep: a wait, a lock, the GIL) and involuntary ones (a thread
+    preempted, on a busy box by a thread that woke)."""
+    voluntary: dict[int, float] = {}
+    involuntary: dict[int, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue  # the thread ended
+        voluntary[int(tid)] = int(fields["voluntary_ctxt_switches"])
+        involuntary[int(tid)] = int(fields["nonvoluntary_ctxt_switches"])
+    return voluntary, involuntary
+
+
+def thread_names() -> dict[int, str]:
+    """Native thread id -> name of every thread of this process: a Python thread's own name
+    (Python 3.11 does not hand it to the OS: such a thread's ``comm`` is its creator's),
+    else the OS name (``/proc/self/task/<tid>/comm``: CUDA, torch and other native threads)."""
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) not in names:
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    names[int(tid)] = f.read().strip()
+            except OSError:
+                continue  # the thread ended
+    return names
+
+
+def thread_cores(
+    before: dict[int, float], after: dict[int, float], window_s: float
+) -> dict[str, float]:
+    """Cores each thread name kept busy over a window (1.0 = one core), summed over the
+    threads of one name, from two ``meters.thread_cpu_s`` samples; busiest first. A thread
+    that ended within the window is not counted."""
+    names = thread_names()
+    out: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(tid, f"thread {tid}")  # ended between the sample and the naming
+        out[name] = out.get(name, 0.0) + (cpu - before.get(tid, 0.0)) / window_s
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
