@@ -146,18 +146,19 @@ def _write_crops(job: ClipJob, written: list[Path]) -> list[dict[str, Any]]:
 
 
 def _clip_event(job: ClipJob, size: int, crops: list[dict[str, Any]]) -> ClipEvent:
-    """The clip's event. It ends ``duration`` after its first packet: the stream's timestamps
-    say how long the file plays, where the last packet's arrival time jitters."""
+    """The clip's event. It ends when its last packet arrived and starts ``duration`` before:
+    the stream's timestamps say how long the file plays, where arrival times jitter (the
+    first packets of a stream can come in a burst), and the end is never after the write."""
     seg = job.segment
-    start = seg.t_start + job.wall_offset
+    end = seg.t_end + job.wall_offset
     base = f"/clips/{job.camera}/"
     return ClipEvent(
         camera=job.camera,
         seq=job.seq,
         wall_time=time.time(),
         clip_id=job.clip_id,
-        start=start,
-        end=start + seg.duration,
+        start=end - seg.duration,
+        end=end,
         url=f"{base}{job.clip_id}.mp4",
         label=job.classes[0] if job.classes else "",
         classes=tuple(job.classes),
