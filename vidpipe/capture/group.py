@@ -1,12 +1,13 @@
 """Read groups: one thread reads the frames of several paced NVDEC file cameras in turn.
 
 Why: with one reader thread per NVDEC camera, the batcher and completion threads wait behind
-dozens of camera threads for every GIL hand-over (docs/gpu-performance.md). In the CPU
-model of that contention (``python -m benchmarks.gil_handover``, 120 cameras on 2 cores) one
-thread per 8 cameras kept cameras on time and cut the batcher's p95 batch time about 3-6
-times, with vidpipe's own workers (``worker:8`` against ``worker:1``) too; a limit on how many
-camera threads may decode at once (a token) made cameras late without a steady gain. Not yet
-measured on the GPU, so it is off by default (``nvdec_group_size: 1``).
+dozens of camera threads for every GIL hand-over (benchmarks/README.md, "GPU: cameras per
+H200"). In the CPU model of that contention (``python -m benchmarks.gil_handover``, 120
+cameras on 2 cores) one thread per 8 cameras kept cameras on time and cut the batcher's p95
+batch time about 3-6 times, with vidpipe's own workers (``worker:8`` against ``worker:1``)
+too; a limit on how many camera threads may decode at once (a token) made cameras late
+without a steady gain. On the H200's 16 cores groups and a thread each were alike, so it is
+off by default (``nvdec_group_size: 1``).
 
 Which cameras: ``capture.nvdec_group_size`` > 1, decoder ``nvdec``, ``realtime`` file cameras
 (``group_size_of``). Their reads wait neither for a network nor for a consumer (a ``newest``

@@ -3,11 +3,12 @@
 ``NvdecReader`` demuxes and decodes on the camera's thread, and PyNvVideoCodec 2.2.4's
 ``Decoder.Decode`` keeps Python's GIL while it runs: with dozens of NVDEC cameras in one
 process the camera threads hold the GIL that the batcher and the completion thread need for
-every PyTorch call (docs/gpu-performance.md). PyNvVideoCodec's ``ThreadedDecoder`` demuxes
-and decodes on a thread of its own into a buffer of ``prefetch`` frames, and the camera's
-thread only takes the next one. On the H200, N threads each taking one 1080p frame every
-40 ms (``python -m benchmarks.nvdec_gil``): 0.34 host cores against 0.61 at 40 cameras; at 120
-cameras another thread's worst wake-up from a 1 ms sleep was 12 ms late against 482 ms.
+every PyTorch call (benchmarks/README.md, "GPU: cameras per H200"). PyNvVideoCodec's
+``ThreadedDecoder`` demuxes and decodes on a thread of its own into a buffer of ``prefetch``
+frames, and the camera's thread only takes the next one. On the H200, N threads each taking
+one 1080p frame every 40 ms (``python -m benchmarks.nvdec_gil``): 0.34 host cores against 0.61
+at 40 cameras; at 120 cameras another thread's worst wake-up from a 1 ms sleep was 12 ms late
+against 482 ms.
 
 :class:`PrefetchNvdecReader` has ``NvdecReader``'s interface (``open``, ``read``, ``rewind``,
 ``close``, ``frames``, ``decode_errors``), so ``NvdecSource`` and the capture worker do not

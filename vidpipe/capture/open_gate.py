@@ -1,9 +1,8 @@
-"""A process-wide limit on how many cameras are opening at once: no start-up herd.
+"""A limit on how many cameras of a pipeline are opening at once: no start-up herd.
 
 Why: 160 NVDEC cameras in 5 processes of 32 all opened their decoders at the same moment on
 the H200, and on one host 26 of them got no first frame within the 10 s stall timeout, were
-abandoned as stalled and reconnected (docs/gpu-performance.md, "NVDEC read-ahead on the
-H200", host B).
+abandoned as stalled and reconnected. Each pipeline has one gate (``NvdecShared.opening``).
 
 A camera takes a ``Permit`` and waits for its turn; turns are given in arrival order while
 fewer than the permit's ``limit`` cameras hold one. The camera gives the permit back when its

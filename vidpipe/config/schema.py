@@ -110,7 +110,7 @@ class CaptureConfig(ConfigModel):
         ge=1,
         le=64,
         description="realtime nvdec file cameras read by one thread, in turn (1: a thread "
-        "each). Fewer threads wait less for Python's GIL (docs/gpu-performance.md); live "
+        "each). Fewer threads wait less for Python's GIL (benchmarks/README.md, GPU); live "
         "streams always keep a thread each",
     )
     nvdec_prefetch: int = Field(
@@ -123,9 +123,8 @@ class CaptureConfig(ConfigModel):
     )
     # 8: one more than the 7 NVDEC engines of an H100/H200, so every engine has a decoder
     # starting while the rest wait. 32 cameras of a process start in 4 turns, not in the one
-    # herd that left 26 of 160 cameras without a first frame in 10 s
-    # (docs/gpu-performance.md, "NVDEC read-ahead on the H200"). The limit is per process: 5
-    # shards start up to 40 at once.
+    # herd that left 26 of 160 cameras without a first frame in 10 s on the H200
+    # (``capture/open_gate.py``). The limit is per process: 5 shards start up to 40 at once.
     nvdec_open_concurrency: int = Field(
         8,
         ge=1,
