@@ -1,9 +1,10 @@
 """The JSON record of a frame, of a zone or line event and of a clip: one format for every sink.
 
 The JSON lines file, MQTT and the webhook all write these dicts, byte for byte the same
-(``encode``); the README's "Record format" section documents the fields. ``SCHEMA_VERSION``
-(``"v"`` in every record) changes when a field changes meaning or goes away; new fields may be
-added within a version.
+(``encode``), and so does ``vidpipe detect`` (frame records); a clip's sidecar file is its clip
+record plus the details of its files. The README's "Record format" section documents the
+fields. ``SCHEMA_VERSION`` (``"v"`` in every record) changes when a field changes meaning or
+goes away; new fields may be added within a version.
 """
 
 from __future__ import annotations
