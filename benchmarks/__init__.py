@@ -30,31 +30,16 @@ from vidpipe.bench.harness import register_extension
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-def _model_api_unavailable() -> str | None:
-    from benchmarks.contenders import model_api_unavailable
-
-    return model_api_unavailable()
-
-
 def register() -> None:
     """Register the other designs, vidpipe's variants and the study with the harness.
     Idempotent."""
     from benchmarks.study import Study
     from benchmarks.variants import VARIANTS
 
-    register_contender(
-        ContenderEntry("ceiling", "benchmarks.reference:CeilingRun", _ROOT, reference=True)
-    )
+    register_contender(ContenderEntry("ceiling", "benchmarks.reference:CeilingRun", _ROOT))
     register_contender(ContenderEntry("naive", "benchmarks.contenders:NaiveRun", _ROOT))
     register_contender(ContenderEntry("single", "benchmarks.contenders:SingleDetectorRun", _ROOT))
-    register_contender(
-        ContenderEntry(
-            "model_api",
-            "benchmarks.contenders:ModelApiRun",
-            _ROOT,
-            unavailable=_model_api_unavailable,
-        )
-    )
+    register_contender(ContenderEntry("model_api", "benchmarks.contenders:ModelApiRun", _ROOT))
     for name in VARIANTS:
         factory = "benchmarks.variants:variant_run"
         register_contender(ContenderEntry(name, factory, _ROOT, default=False))

@@ -41,8 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from benchmarks.gpu_streams import cuda_graphs, make_clip, preprocess_cost, stream_point
-from benchmarks.threads import thread_cores
-from vidpipe.bench.meters import thread_cpu_s
+from benchmarks.threads import thread_cores, thread_cpu_s
 from vidpipe.infer.gpu_base import BatchExecutor
 from vidpipe.types import DeviceImage
 

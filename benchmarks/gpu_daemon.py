@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from vidpipe.bench.meters import thread_cpu_s
+from benchmarks.threads import thread_cpu_s
 from vidpipe.config import CaptureConfig, Config, ShardingConfig
 from vidpipe.quantiles import bucket_quantile
 from vidpipe.reload import active_cameras

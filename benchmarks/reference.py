@@ -24,8 +24,7 @@ import numpy as np
 
 from benchmarks.capture import LoopingReader
 from benchmarks.contenders import BaselineRun, compile_model, describe_compiled
-from vidpipe.bench.common import PointSpec
-from vidpipe.bench.meters import cores
+from vidpipe.bench.common import PointSpec, cores
 from vidpipe.postprocess.decode import DecodeParams, decode_yolox
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_into

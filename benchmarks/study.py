@@ -7,7 +7,7 @@ cross-check, and the plot (``Study``, a ``vidpipe.bench.harness.Extension``).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,8 @@ from benchmarks.plot import plot, plot_unavailable
 from benchmarks.variants import LABELS as VARIANT_LABELS
 from benchmarks.variants import markdown as variants_markdown
 from benchmarks.variants import variant_ratios
-from vidpipe.bench.common import cache_dir
-from vidpipe.bench.harness import Extension, Progress, RunContext
+from vidpipe.bench.common import PointSpec, all_contenders, cache_dir
+from vidpipe.bench.harness import Extension, Progress, RunContext, spec_of
 from vidpipe.bench.report import measured_clips
 
 #: (name, the denominator, threshold, camera counts, clip heights it applies to or None = all)
@@ -28,6 +28,20 @@ TARGETS: tuple[tuple[str, str, float, tuple[int, ...], tuple[int, ...] | None], 
     ("vidpipe / model_api", "model_api", 1.30, (4,), None),
 )
 
+
+#: contenders measured once per clip, without cameras (the inference ceiling and the stage
+#: costs): half their repeats before the clip's block of points, half after
+REFERENCES = ("ceiling",)
+
+
+def _model_api_unavailable() -> str | None:
+    from benchmarks.contenders import model_api_unavailable
+
+    return model_api_unavailable()
+
+
+#: contender -> why it cannot run on this machine (None: it can)
+UNAVAILABLE: dict[str, Callable[[], str | None]] = {"model_api": _model_api_unavailable}
 
 LABELS = {
     "ceiling": "ceiling (inference only)",
@@ -53,9 +67,37 @@ class Study(Extension):
     stage_frames: int = 300
     benchmark_app: bool = False
     labels = LABELS
+    probes = ("benchmarks.probes:StudyProbe",)
+    probe_path = str(Path(__file__).resolve().parent.parent)
 
     def __post_init__(self) -> None:
         self._benchmark_app: dict[str, Any] | None = None
+        self._unavailable: dict[str, str] = {}
+
+    def plan(self, ctx: RunContext, points: list[PointSpec], say: Progress) -> list[PointSpec]:
+        """Repeats alternated (the contenders' order reversed every other repeat: a linear
+        drift of the machine cancels), the references around each clip's block, and the
+        contenders this machine cannot run left out (each said once)."""
+        chosen = {p.contender for p in points}
+        for name in sorted(chosen):
+            check = UNAVAILABLE.get(name)
+            if check is not None and (reason := check()):
+                self._unavailable[name] = reason
+                say(f"{name} contender not run: {reason}")
+        runnable = [c for c in all_contenders() if c in chosen and c not in self._unavailable]
+        refs = [c for c in runnable if c in REFERENCES]
+        pipelines = [c for c in runnable if c not in REFERENCES]
+        o = ctx.options
+        half = (o.repeats + 1) // 2
+        out: list[PointSpec] = []
+        for clip in o.clips:
+            out += [spec_of(ctx, c, clip, 0, r) for r in range(half) for c in refs]
+            for n in o.cameras:
+                for r in range(o.repeats):
+                    order = pipelines if r % 2 == 0 else pipelines[::-1]
+                    out += [spec_of(ctx, c, clip, n, r) for c in order]
+            out += [spec_of(ctx, c, clip, 0, r) for r in range(half, o.repeats) for c in refs]
+        return out
 
     def prepare(self, ctx: RunContext, say: Progress) -> dict[str, Any]:
         from benchmarks.contenders import ensure_ir
@@ -78,36 +120,20 @@ class Study(Extension):
         }
 
     def analyse(self, doc: dict[str, Any]) -> None:
+        doc["machine"].setdefault("openvino_model_api", _model_api_version())
         doc.setdefault("benchmark_app", self._benchmark_app)
-        if "unavailable" not in doc:  # a result stored before "unavailable" replaced this key
-            status = doc.get("model_api_status", "ok")
-            doc["unavailable"] = {} if status == "ok" else {"model_api": status}
+        if "unavailable" not in doc:
+            status = doc.get("model_api_status")  # the key of results stored before
+            legacy = {} if status == "ok" else {"model_api": status}
+            doc["unavailable"] = self._unavailable if status is None else legacy
+        _steady_state_rows(doc)
         doc["references"] = references(doc)
         doc["targets"] = targets(doc)
         doc["variants"] = variant_ratios(doc)
 
-    def header(self, doc: dict[str, Any]) -> list[str]:
-        bench_app = doc.get("benchmark_app")
-        if not bench_app:
-            return []
-        error = f" ({bench_app['error']})" if bench_app.get("error") else ""
-        return [
-            f"- benchmark_app cross-check (THROUGHPUT, random input): "
-            f"{_f(bench_app.get('fps'))} fps{error}"
-        ]
-
-    def clip_lines(self, doc: dict[str, Any], clip: str) -> list[str]:
-        ref = doc.get("references", {}).get(clip)
-        if not ref:  # no reference contender ran
-            return []
-        return [
-            f"Ceiling {_f(ref.get('ceiling_fps'))} fps, stage bound "
-            f"{_f(ref.get('stage_bound_fps'))} fps.",
-            "",
-        ]
-
     def sections(self, doc: dict[str, Any]) -> list[str]:
         return [
+            *_notes(doc),
             *_stage_table(doc),
             *_targets_table(doc),
             *variants_markdown(doc),
@@ -120,6 +146,19 @@ class Study(Extension):
         path = out_dir / f"{stem}.png"
         plot(doc, path, LABELS)
         return {"png": path}
+
+
+def _notes(doc: dict[str, Any]) -> list[str]:
+    """The contenders not run, and OpenVINO's benchmark_app as a cross-check."""
+    lines = [f"- {name} not run: {why}" for name, why in (doc.get("unavailable") or {}).items()]
+    bench_app = doc.get("benchmark_app")
+    if bench_app:
+        error = f" ({bench_app['error']})" if bench_app.get("error") else ""
+        lines.append(
+            "- benchmark_app cross-check (THROUGHPUT, random input): "
+            f"{_f(bench_app.get('fps'))} fps{error}"
+        )
+    return [*lines, ""] if lines else []
 
 
 def references(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -145,6 +184,33 @@ def references(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "stages": median,
             }
     return out
+
+
+def _model_api_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("openvino-model-api")
+    except Exception:  # absent or broken metadata: recorded as not installed
+        return None
+
+
+def _steady_state_rows(doc: dict[str, Any]) -> None:
+    """Adds to every summary row whether the buffer pool allocated in the window, and the
+    CPU by thread group (medians over the repeats), from the probes' records."""
+    for row in doc["summary"]:
+        key = (row["contender"], row["clip"], row["cameras"])
+        ok = [
+            p
+            for p in doc["points"]
+            if (p["spec"]["contender"], p["spec"]["clip_name"], p["spec"]["cameras"]) == key
+            and not p.get("error")
+        ]
+        allocs = [p["allocations"] for p in ok if p.get("allocations")]
+        row["allocations_grew"] = any(a["after"] != a["before"] for a in allocs) if allocs else None
+        per_thread = [p.get("info", {}).get("thread_cpu_percent", {}) for p in ok]
+        groups = sorted({g for t in per_thread for g in t})
+        row["thread_cpu_percent"] = {g: _median(t.get(g, 0.0) for t in per_thread) for g in groups}
 
 
 def _median(values: Any) -> float | None:

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import NaiveRun
-from benchmarks.threads import thread_switches
+from benchmarks.threads import group_deltas, thread_cpu_percent, thread_cpu_s, thread_switches
 from benchmarks.variants import VARIANTS, variant_run
 from vidpipe.assets import default_assets_dir
 from vidpipe.bench.common import PointSpec
-from vidpipe.bench.meters import group_deltas, thread_cpu_percent, thread_cpu_s
 from vidpipe.bench.vidpipe_run import VidpipeRun
 
 #: the naive loop, vidpipe, and vidpipe's A/B variants (``vidpipe-nopin``, ...)

@@ -1,10 +1,56 @@
-"""Per-thread meters beyond the harness's own (``vidpipe.bench.meters``): context switches by
-thread, and the cores each named thread kept busy, native threads named by the OS."""
+"""Per-thread meters: CPU time and context switches by thread, read from
+``/proc/self/task``, grouped by Python thread name (digits folded: ``capture-camN``; every
+thread Python did not start, OpenVINO's, FFmpeg's, CUDA's, is native), or by each thread's own
+name (``thread_cores``)."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
+
+NATIVE = "native (OpenVINO, FFmpeg, ...)"
+
+
+def thread_cpu_s() -> dict[int, float]:
+    """CPU seconds of every thread of this process, by native thread id."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tck
+    return out
+
+
+def thread_groups() -> dict[int, str]:
+    """Native thread id -> Python thread name with digits folded (``capture-camN``)."""
+    return {
+        t.native_id: re.sub(r"\d+", "N", t.name)
+        for t in threading.enumerate()
+        if t.native_id is not None
+    }
+
+
+def group_deltas(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """How much a per-thread count grew between two samples, summed per Python thread group
+    (``thread_groups``); every thread Python did not start is native. Largest first."""
+    names = thread_groups()
+    out: dict[str, float] = {}
+    for tid, value in after.items():
+        group = names.get(tid, NATIVE)
+        out[group] = out.get(group, 0.0) + value - before.get(tid, 0.0)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def thread_cpu_percent(
+    before: dict[int, float], after: dict[int, float], window_s: float
+) -> dict[str, float]:
+    """CPU % of one core per Python thread group over a window; other threads are native."""
+    return {k: 100.0 * v / window_s for k, v in group_deltas(before, after).items()}
 
 
 def thread_switches() -> tuple[dict[int, float], dict[int, float]]:
@@ -43,7 +89,7 @@ def thread_cores(
     before: dict[int, float], after: dict[int, float], window_s: float
 ) -> dict[str, float]:
     """Cores each thread name kept busy over a window (1.0 = one core), summed over the
-    threads of one name, from two ``meters.thread_cpu_s`` samples; busiest first. A thread
+    threads of one name, from two ``thread_cpu_s`` samples; busiest first. A thread
     that ended within the window is not counted."""
     names = thread_names()
     out: dict[str, float] = {}

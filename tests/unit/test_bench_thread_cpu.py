@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from benchmarks.threads import thread_cores
-from vidpipe.bench.meters import thread_cpu_s
+from benchmarks.threads import thread_cores, thread_cpu_s
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks.variants import markdown, variant_ratios, variant_settings
-from vidpipe.bench.common import PointSpec, default_contenders, pipelines
+from vidpipe.bench.common import PointSpec, all_contenders, default_contenders
 from vidpipe.bench.vidpipe_run import bench_config
 
 
@@ -39,7 +39,7 @@ def point(contender: str, repeat: int, fps: float, cpu_ms: float) -> dict:
 
 
 def test_tracking_variant_is_opt_in_and_configures_every_camera(tmp_path) -> None:
-    assert "vidpipe-track" in pipelines() and "vidpipe-track" not in default_contenders()
+    assert "vidpipe-track" in all_contenders() and "vidpipe-track" not in default_contenders()
     spec = PointSpec("vidpipe-track", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
                      "/labels.txt")  # fmt: skip
     cfg = config_of(spec, tmp_path / "out.jsonl")

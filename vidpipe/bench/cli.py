@@ -20,19 +20,21 @@ from typing import Any
 from vidpipe.bench.common import all_contenders
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+SUITE_NAMES = ("smoke", "full")  # harness.SUITES, which loads on use
 
 
 def _csv(kind: type, choices: tuple[str, ...] | None = None) -> Any:
+    """An argparse type: a comma list of ``kind``, among ``choices`` when given."""
+
     def parse(text: str) -> tuple[Any, ...]:
         items = tuple(kind(x.strip()) for x in text.split(",") if x.strip())
+        bad = [x for x in items if choices is not None and x not in choices]
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(bad)}; choose from {', '.join(choices or ())}"
+            )
         if not items:
             raise argparse.ArgumentTypeError("empty list")
-        if choices is not None:
-            bad = [x for x in items if x not in choices]
-            if bad:
-                raise argparse.ArgumentTypeError(
-                    f"unknown {', '.join(bad)}; choose from {', '.join(choices)}"
-                )
         if kind is int and any(x < 1 for x in items):
             raise argparse.ArgumentTypeError("camera counts must be >= 1")
         return items
@@ -54,94 +56,51 @@ def add_parser(sub: Any) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``vidpipe bench`` (``python -m benchmarks`` adds its own after them)."""
-    # help lists the options in the order they are added here
-    _add_selection_arguments(p)
-    _add_measurement_arguments(p)
-    _add_model_arguments(p)
-    _add_mode_arguments(p)
+    """The options of ``vidpipe bench`` (``python -m benchmarks`` adds its own after them);
+    help lists them in the order they are added here."""
+    contenders = all_contenders()
+    p.add_argument("--suite", choices=SUITE_NAMES, default="full",
+                   help="defaults for everything below (default: %(default)s)")  # fmt: skip
+    p.add_argument("--contenders", type=_csv(str, contenders),
+                   help=f"comma list among {','.join(contenders)} (python -m benchmarks adds "
+                   "the other designs)")  # fmt: skip
+    p.add_argument("--cameras", type=_csv(int), help="camera counts, e.g. 1,4,8")
+    p.add_argument("--clip", "--clips", dest="clips", type=_csv(str),
+                   help="clip names in the assets' videos/ (NAME-1080p.mp4 is made with "
+                   "ffmpeg) or paths")  # fmt: skip
+    p.add_argument("--seconds", type=float, help="measurement window per point")
+    p.add_argument("--warmup", type=float, dest="warmup_s", help="seconds before the window")
+    p.add_argument("--repeats", type=int, help="repeats per point")
+    p.add_argument("--precision", choices=("f32", "bf16", "f16"),
+                   help="inference precision (default: the device's)")  # fmt: skip
+    p.add_argument("--realtime", action="store_const", const=True,
+                   help="throughput mode: every camera reads its clip at the clip's frame "
+                   "rate, as a live camera delivers it (latency at a load every contender "
+                   "sustains)")  # fmt: skip
+    p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe finds it)")
+    p.add_argument("--model", type=Path,
+                   help="ONNX or OpenVINO IR model, e.g. an INT8 IR from vidpipe optimize "
+                   "(default: the assets' yolox_nano.onnx)")  # fmt: skip
+    _add_density_arguments(p)
     p.add_argument("--json", type=Path, help="result file (default: OUT/bench-SUITE-TIME.json)")
     p.add_argument("--out", type=Path, help="directory for the Markdown table")
 
 
-def _add_selection_arguments(p: argparse.ArgumentParser) -> None:
-    """What is compared: the suite's defaults, the contenders, camera counts and clips."""
-    p.add_argument(
-        "--suite",
-        choices=("smoke", "full"),
-        default="full",
-        help="defaults for everything below (default: %(default)s)",
-    )
-    p.add_argument(
-        "--contenders",
-        type=_csv(str, all_contenders()),
-        help=f"comma list among {','.join(all_contenders())} (python -m benchmarks adds the "
-        "other designs)",
-    )
-    p.add_argument("--cameras", type=_csv(int), help="camera counts, e.g. 1,4,8")
-    p.add_argument(
-        "--clip",
-        "--clips",
-        dest="clips",
-        type=_csv(str),
-        help="clip names in the assets' videos/ (NAME-1080p.mp4 is made with ffmpeg) or paths",
-    )
-
-
-def _add_measurement_arguments(p: argparse.ArgumentParser) -> None:
-    """How each point is measured: window, warm-up, repeats, precision, pacing."""
-    p.add_argument("--seconds", type=float, help="measurement window per point")
-    p.add_argument("--warmup", type=float, dest="warmup_s", help="seconds before the window")
-    p.add_argument("--repeats", type=int, help="repeats per point, alternated")
-    p.add_argument(
-        "--precision",
-        choices=("f32", "bf16", "f16"),
-        help="inference precision for every contender (default: the device's)",
-    )
-    p.add_argument(
-        "--realtime",
-        action="store_const",
-        const=True,
-        help="throughput mode: every camera reads its clip at the clip's frame rate, as a live "
-        "camera delivers it (compare latency at a load every contender sustains)",
-    )
-
-
-def _add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """Where the model and the clips come from."""
-    p.add_argument("--assets", type=Path, help="assets directory (default: as vidpipe resolves it)")
-    p.add_argument(
-        "--model",
-        type=Path,
-        help="model for every contender: ONNX or OpenVINO IR, e.g. an INT8 IR from vidpipe "
-        "optimize (default: the assets' yolox_nano.onnx)",
-    )
-
-
-def _add_mode_arguments(p: argparse.ArgumentParser) -> None:
+def _add_density_arguments(p: argparse.ArgumentParser) -> None:
     """Which measurement runs (throughput, density) and density mode's knobs."""
-    p.add_argument(
-        "--mode",
-        choices=("throughput", "density", "both"),
-        help="throughput (unpaced files, the default), density (live RTSP cameras: the largest "
-        "N vidpipe keeps up with), or both",
-    )
+    p.add_argument("--mode", choices=("throughput", "density", "both"),
+                   help="throughput (unpaced files, the default), density (live RTSP cameras: "
+                   "the largest N vidpipe keeps up with), or both")  # fmt: skip
     p.add_argument("--density-clip", help="clip served over RTSP in density mode")
-    p.add_argument(
-        "--density-detect-fps", type=_csv(float), help="detect_fps values of density mode"
-    )
-    p.add_argument(
-        "--density-start",
-        choices=("staggered", "same"),
-        help="density mode: each camera's stream starts at a different point of the clip "
-        "(staggered, the default: real cameras are not in step) or all at its first frame",
-    )
-    p.add_argument(
-        "--density-cameras",
-        type=_csv(int),
-        help="density mode: try these camera counts only (e.g. 48,56,64) instead of searching; "
-        "the largest that passes is reported",
-    )
+    p.add_argument("--density-detect-fps", type=_csv(float),
+                   help="detect_fps values of density mode")  # fmt: skip
+    p.add_argument("--density-start", choices=("staggered", "same"),
+                   help="density mode: each camera's stream starts at a different point of "
+                   "the clip (staggered, the default: real cameras are not in step) or all "
+                   "at its first frame")  # fmt: skip
+    p.add_argument("--density-cameras", type=_csv(int),
+                   help="density mode: try these camera counts only (e.g. 48,56,64) instead "
+                   "of searching; the largest that passes is reported")  # fmt: skip
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -149,6 +108,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from vidpipe.bench.harness import SUITES, run, with_overrides
     from vidpipe.bench.report import write_outputs
 
+    start = None if args.density_start is None else args.density_start != "same"
     options = with_overrides(
         SUITES[args.suite],
         contenders=args.contenders,
@@ -162,7 +122,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         mode=args.mode,
         density_clip=args.density_clip,
         density_detect_fps=args.density_detect_fps,
-        density_staggered=None if args.density_start is None else args.density_start != "same",
+        density_staggered=start,
         density_cameras=args.density_cameras,
         model=args.model,
         realtime=args.realtime,
@@ -170,16 +130,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)
         return EXIT_USAGE
-    json_path = args.json
-    if json_path is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        json_path = (args.out or Path(".")) / f"bench-{options.suite}-{stamp}.json"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    json_path = args.json or (args.out or Path(".")) / f"bench-{options.suite}-{stamp}.json"
     doc = run(options)
-    paths = write_outputs(doc, json_path, args.out)
-    for kind, path in paths.items():
+    for kind, path in write_outputs(doc, json_path, args.out).items():
         print(f"{kind}: {path}")
-    failed = [p for p in doc["points"] if p.get("error")]
-    if failed:
+    if failed := [p for p in doc["points"] if p.get("error")]:
         print(f"vidpipe bench: {len(failed)} point(s) failed; see the JSON", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK

@@ -1,13 +1,15 @@
 """What every benchmark point shares: the contender registry, the point's spec and result,
-the precision and the clips."""
+the meters (CPU time of the process and of the whole machine, resident memory, the machine
+itself), the precision and the clips."""
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,41 +17,26 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ContenderEntry:
-    """How the harness runs one contender.
+    """How the harness runs one contender."""
 
-    Attributes:
-        name: the contender's name in ``--contenders``, results and reports.
-        factory: ``"module:callable"``; ``callable(spec)`` builds the contender in the worker
-            process (``worker.Contender``). Imported there, by name.
-        sys_path: a directory the worker process needs on ``sys.path`` to import ``factory``
-            (None: importable as installed).
-        reference: measured once per clip with no cameras (an inference ceiling), not per
-            camera count.
-        default: measured when ``--contenders`` is not given.
-        unavailable: returns why the contender cannot run on this machine, or None.
-    """
-
-    name: str
+    name: str  # in --contenders, results and reports
+    # "module:callable": callable(spec) builds the contender in the worker (worker.Contender)
     factory: str
-    sys_path: str | None = None
-    reference: bool = False
-    default: bool = True
-    unavailable: Callable[[], str | None] | None = None
+    sys_path: str | None = None  # the directory to import factory from (None: installed)
+    default: bool = True  # measured when --contenders is not given
 
 
 _CONTENDERS: dict[str, ContenderEntry] = {}
-#: Environment variables through which the harness names a point's contender to the worker.
+#: Environment variables through which the harness names a point's contender to the worker,
+#: and the probes of its extensions (``harness.Extension.probes``)
 FACTORY_ENV = "VIDPIPE_BENCH_FACTORY"
 SYS_PATH_ENV = "VIDPIPE_BENCH_SYS_PATH"
+PROBES_ENV = "VIDPIPE_BENCH_PROBES"
+PROBE_PATH_ENV = "VIDPIPE_BENCH_PROBE_PATH"
 
 
 def register_contender(entry: ContenderEntry) -> None:
-    """Make ``entry`` runnable by the harness (``benchmarks/`` registers the other designs
-    and vidpipe's variants).
-
-    Raises:
-        ValueError: another contender has that name.
-    """
+    """Make ``entry`` runnable by the harness. Raises ValueError: another has that name."""
     if entry.name in _CONTENDERS and _CONTENDERS[entry.name] != entry:
         raise ValueError(f"benchmark contender {entry.name!r} is registered twice")
     _CONTENDERS[entry.name] = entry
@@ -66,23 +53,13 @@ def contender(name: str) -> ContenderEntry:
 
 
 def all_contenders() -> tuple[str, ...]:
-    """Every registered contender, references first, in registration order."""
-    return references() + pipelines()
-
-
-def pipelines() -> tuple[str, ...]:
-    """Registered contenders measured per camera count."""
-    return tuple(n for n, e in _CONTENDERS.items() if not e.reference)
-
-
-def references() -> tuple[str, ...]:
-    """Registered contenders measured once per clip (no cameras)."""
-    return tuple(n for n, e in _CONTENDERS.items() if e.reference)
+    """Every registered contender, in registration order."""
+    return tuple(_CONTENDERS)
 
 
 def default_contenders() -> tuple[str, ...]:
     """What a run measures unless ``--contenders`` says otherwise."""
-    return tuple(n for n in all_contenders() if _CONTENDERS[n].default)
+    return tuple(n for n, e in _CONTENDERS.items() if e.default)
 
 
 #: the real daemon; built by ``vidpipe_run.VidpipeRun`` (``benchmarks/`` adds its variants)
@@ -91,43 +68,25 @@ register_contender(ContenderEntry("vidpipe", "vidpipe.bench.vidpipe_run:VidpipeR
 
 @dataclass(frozen=True)
 class PointSpec:
-    """One measurement: a contender, a clip, a camera count, a window.
+    """One measurement: a contender, a clip, a camera count, a window (JSON to the worker)."""
 
-    Attributes:
-        contender: a registered contender (``all_contenders()``).
-        clip: path of the video file every camera reads (looped; unpaced unless ``realtime``),
-            or an RTSP URL where ``{i}`` stands for the camera's index.
-        clip_name: the clip's name in reports.
-        cameras: number of cameras (ignored by references).
-        seconds: measurement window.
-        warmup_s: time between start and the window.
-        precision: OpenVINO inference precision, explicit (``f32``, ``bf16``, ``f16``).
-        model: the model every contender uses (ONNX, or an OpenVINO IR).
-        labels: class names file.
-        repeat: repeat index (for the record).
-        score_threshold: minimum detection score, every contender.
-        iou_threshold: NMS IoU threshold, every contender.
-        detect_fps: the cameras' ``detect_fps`` (vidpipe only; density mode).
-        realtime: every camera reads its file at the file's frame rate, as a live camera
-            delivers it (latency at a load every contender sustains), instead of unpaced.
-        extra: settings that only some registered contenders read (``harness.Extension``).
-    """
-
-    contender: str
+    contender: str  # a registered contender (``all_contenders()``)
+    # the video file every camera reads, looped, or an RTSP URL where {i} is the camera index
     clip: str
-    clip_name: str
-    cameras: int
-    seconds: float
-    warmup_s: float
-    precision: str
-    model: str
-    labels: str
+    clip_name: str  # the clip's name in reports
+    cameras: int  # 0: a contender that runs none, such as an inference ceiling
+    seconds: float  # the measurement window
+    warmup_s: float  # between start and the window
+    precision: str  # OpenVINO's inference precision, explicit: f32, bf16, f16
+    model: str  # ONNX, or an OpenVINO IR
+    labels: str  # the class names file
     repeat: int = 0
     score_threshold: float = 0.3
     iou_threshold: float = 0.45
-    detect_fps: float | None = None
+    detect_fps: float | None = None  # the cameras' detect_fps (density mode)
+    # files read at their frame rate, as a live camera delivers them, instead of unpaced
     realtime: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # read by some contenders only
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,6 +119,81 @@ class PointResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_s() -> float:
+    """User + system CPU time of this process, all threads."""
+    t = os.times()
+    return t.user + t.system
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every process on the machine has spent busy (``/proc/stat``, all cores).
+
+    Busy = user + nice + system + irq + softirq + steal. Minus this process's own CPU time over
+    a window, it shows how much the rest of the machine competed with the point.
+    """
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters at one instant of a run."""
+
+    t_mono: float
+    t_wall: float
+    cpu_s: float
+    machine_busy_s: float
+    frames: int
+    rss: int
+
+    @classmethod
+    def take(cls, frames: int) -> Snapshot:
+        return cls(time.monotonic(), time.time(), cpu_s(), machine_busy_s(), frames, rss_bytes())
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, core count and library versions, for the record."""
+    cpuinfo: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:  # the first CPU's lines
+                key, _, value = line.partition(":")
+                cpuinfo.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    flags = cpuinfo.get("flags", "").split()
+    info: dict[str, Any] = {
+        "cpu_model": cpuinfo.get("model name", "unknown"),
+        "cores": cores(),
+        "cores_available": len(os.sched_getaffinity(0)),
+        "isa": sorted(f for f in flags if f.startswith(("avx", "amx")) or "vnni" in f),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+    for mod in ("openvino", "cv2", "numpy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except (ImportError, AttributeError):
+            info[mod] = None
+    return info
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+def loadavg_1m() -> float:
+    return os.getloadavg()[0]
 
 
 def precision_name(value: Any) -> str:

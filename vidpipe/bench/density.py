@@ -19,19 +19,25 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import vidpipe
-from vidpipe.bench.common import PointSpec
-from vidpipe.bench.meters import cores
+from vidpipe.bench.common import PointSpec, cores
 
 MIN_INFERRED_SHARE = 0.99
 MAX_P95_MS = 200.0
 CAPTURE_SHARE = 0.97  # one frame of slack per ~3 s window edge at 12.5 fps
 SLACK_FRAMES = 3
 MAX_CAMERAS = 96  # above 2 x the ungated count of the 2-core bf16 box (35)
+CRITERIA = {
+    "min_inferred_share": MIN_INFERRED_SHARE,
+    "max_p95_ms": MAX_P95_MS,
+    "min_capture_share": CAPTURE_SHARE,
+    "slack_frames": SLACK_FRAMES,
+}
 
 
 def load_rtsp_module() -> ModuleType:
@@ -107,8 +113,7 @@ def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
         "worst_lag_s": worst_lag,
         "server_cpu_percent": result.get("server_cpu_percent"),
         "drops": result.get("info", {}).get("drops"),
-        # where the process's CPU went (% of one core per thread group): capture readers
-        # (decode, conversion, motion gate), supervisors, scheduler, postprocess, native
+        # where the CPU went, by thread group, where a probe of benchmarks/ measured it
         "thread_cpu_percent": result.get("info", {}).get("thread_cpu_percent"),
     }
 
@@ -151,61 +156,59 @@ def run_density(
     """Search the largest camera count for each contender and ``detect_fps`` (None: the
     stream's rate)."""
     o = ctx.options
-    rates = o.density_detect_fps or detect_rates
-    contenders = [c for c in o.contenders or ("vidpipe",) if c.startswith("vidpipe")]
     rtsp = load_rtsp_module()
-    reason = rtsp.gst_rtsp_available()
-    if reason:
+    if reason := rtsp.gst_rtsp_available():
         return {"clip": clip, "error": reason, "results": []}
-    info = ctx.clip_info[clip]
-    stream_fps = float(info["fps"])
-    staggered = getattr(o, "density_staggered", True)
-    out = _density_header(clip, stream_fps, staggered)
+    stream_fps = float(ctx.clip_info[clip]["fps"])
+    start = "staggered" if o.density_staggered else "same"
+    out = {"clip": clip, "stream_fps": stream_fps, "start": start, "criteria": CRITERIA}
     with tempfile.TemporaryDirectory(prefix="vidpipe-density-") as tmp:
         served = _one_mount_per_camera(Path(tmp), ctx.clips[clip])
-        with rtsp.RtspServer(served, loop=True, stagger=staggered) as server:
-            url = server.url("cam{i}")
-            for contender, rate in [(c, r) for c in contenders for r in rates]:
-                trials: list[dict[str, Any]] = []
-
-                def trial(
-                    n: int, rate: float | None = rate, trials: list = trials, name: str = contender
-                ) -> dict:
-                    spec = _density_spec(ctx, name, url, clip, n, rate)
-                    timeout_s = o.warmup_s + o.seconds + 240
-                    result = _run_with_server_cpu(spec, run_point, Path(tmp), timeout_s, server.pid)
-                    verdict = judge(result, stream_fps)
-                    trials.append(verdict)
-                    say(_trial_line(name, rate or stream_fps, n, verdict))
-                    return verdict
-
-                fixed = getattr(o, "density_cameras", None)
-                best = fixed_counts(trial, fixed) if fixed else search(trial)
-                out["results"].append(
-                    {
-                        "contender": contender,
-                        "detect_fps": rate or stream_fps,
-                        "max_cameras": best,
-                        "trials": sorted(trials, key=lambda t: t["cameras"]),
-                    }
-                )
+        with rtsp.RtspServer(served, loop=True, stagger=o.density_staggered) as server:
+            runs = partial(_run_with_server_cpu, run_point=run_point, tmp=Path(tmp),
+                           server_pid=server.pid)  # fmt: skip
+            contenders = [c for c in o.contenders or ("vidpipe",) if c.startswith("vidpipe")]
+            out["results"] = [
+                _search(ctx, clip, c, rate, server.url("cam{i}"), stream_fps, runs, say)
+                for c in contenders
+                for rate in o.density_detect_fps or detect_rates
+            ]
     return out
 
 
-def _density_header(clip: str, stream_fps: float, staggered: bool) -> dict[str, Any]:
-    """The result document before any trial: the clip, its start mode and the pass criteria."""
-    return {
-        "clip": clip,
-        "stream_fps": stream_fps,
-        "start": "staggered" if staggered else "same",
-        "criteria": {
-            "min_inferred_share": MIN_INFERRED_SHARE,
-            "max_p95_ms": MAX_P95_MS,
-            "min_capture_share": CAPTURE_SHARE,
-            "slack_frames": SLACK_FRAMES,
-        },
-        "results": [],
-    }
+def _search(
+    ctx: Any,
+    clip: str,
+    contender: str,
+    rate: float | None,
+    url: str,
+    stream_fps: float,
+    run: Callable[..., dict[str, Any]],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """The largest passing camera count of ``contender`` at ``detect_fps`` ``rate``, and
+    every trial's verdict."""
+    o = ctx.options
+    trials: list[dict[str, Any]] = []
+
+    def trial(n: int) -> dict[str, Any]:
+        spec = PointSpec(contender, url, clip, n, o.seconds, max(3.0, o.warmup_s),
+                         detect_fps=rate, **ctx.spec_fields())  # fmt: skip
+        verdict = judge(run(spec, timeout_s=o.warmup_s + o.seconds + 240), stream_fps)
+        trials.append(verdict)
+        say(
+            f"density {contender} detect_fps={rate or stream_fps:g} N={n}: "
+            f"{'pass' if verdict['passes'] else 'FAIL'} p95 {verdict['p95_ms'] or 0:.0f} ms, "
+            f"inferred {100 * verdict['worst_inferred_share']:.1f}% "
+            + "; ".join(verdict["reasons"])
+        )
+        return verdict
+
+    fixed = o.density_cameras
+    best = fixed_counts(trial, fixed) if fixed else search(trial)
+    trials.sort(key=lambda t: t["cameras"])
+    return {"contender": contender, "detect_fps": rate or stream_fps, "max_cameras": best,
+            "trials": trials}  # fmt: skip
 
 
 def _one_mount_per_camera(tmp: Path, clip_path: Path) -> Path:
@@ -217,23 +220,6 @@ def _one_mount_per_camera(tmp: Path, clip_path: Path) -> Path:
     for i in range(MAX_CAMERAS):
         (served / f"cam{i}.mp4").symlink_to(clip_path)
     return served
-
-
-def _density_spec(
-    ctx: Any, contender: str, url: str, clip: str, cameras: int, detect_fps: float | None
-) -> PointSpec:
-    """One trial's point: ``cameras`` RTSP cameras of ``url`` (``{i}``: the camera index)."""
-    o = ctx.options
-    return PointSpec(
-        contender=contender,
-        clip=url,
-        clip_name=clip,
-        cameras=cameras,
-        seconds=o.seconds,
-        warmup_s=max(3.0, o.warmup_s),
-        detect_fps=detect_fps,
-        **ctx.spec_fields(),
-    )
 
 
 def _run_with_server_cpu(
@@ -251,13 +237,3 @@ def _run_with_server_cpu(
         wall = result["window_s"] + spec.warmup_s + result.get("startup_s", 0)
         result["server_cpu_percent"] = 100.0 * (cpu1 - cpu0) / wall / cores()
     return result
-
-
-def _trial_line(contender: str, detect_fps: float, cameras: int, verdict: dict[str, Any]) -> str:
-    """One progress line: the trial's verdict, latency, inferred share and reasons."""
-    return (
-        f"density {contender} detect_fps={detect_fps:g} N={cameras}: "
-        f"{'pass' if verdict['passes'] else 'FAIL'} "
-        f"p95 {verdict['p95_ms'] or 0:.0f} ms, "
-        f"inferred {100 * verdict['worst_inferred_share']:.1f}% " + "; ".join(verdict["reasons"])
-    )

@@ -1,20 +1,10 @@
-"""The benchmark plan and its execution: suites, alternating repeats, one process per point.
+"""The plan of a run and its execution, one fresh ``python -m vidpipe.bench.worker`` process
+per point, so that no point inherits another's threads, caches or memory.
 
-Order of a run, per clip, with the contenders of ``benchmarks/`` registered::
-
-    ceiling (repeat 0)                                    (references: once per clip)
-    for each camera count N:
-        repeat 0: vidpipe, naive, single, model_api      (registration order)
-        repeat 1: model_api, single, naive, vidpipe      (reversed: linear drift cancels)
-        ...
-    ceiling (repeat 1) ...
-
-The product registers the ``vidpipe`` contender only; ``benchmarks/`` registers the other
-designs and vidpipe's variants (``common.register_contender``) and adds its analyses to the
-run and the report (``register_extension``).
-
-Each point is a fresh ``python -m vidpipe.bench.worker`` process, so no contender inherits
-another's threads, caches or memory.
+The product registers the ``vidpipe`` contender only. ``benchmarks/`` registers the other
+designs and vidpipe's variants (``common.register_contender``) and extends every run through
+an ``Extension``: the order of the points (alternated repeats, the inference ceiling around
+each clip), its analyses of the points, its report sections and the plot.
 """
 
 from __future__ import annotations
@@ -33,16 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vidpipe.bench import common
-from vidpipe.bench.common import (
-    FACTORY_ENV,
-    SYS_PATH_ENV,
-    PointSpec,
-    cache_dir,
-    clip_geometry,
-    default_precision,
-    resolve_clip,
-)
-from vidpipe.bench.meters import machine_info
+from vidpipe.bench.common import PointSpec
 
 SCHEMA = 1
 
@@ -67,8 +48,6 @@ class BenchOptions:
     repeats: int = 2
     precision: str | None = None
     assets: Path | None = None
-    score_threshold: float = 0.3
-    iou_threshold: float = 0.45
     mode: str = "throughput"  # throughput | density | both
     realtime: bool = False  # throughput mode: cameras paced at the clip's frame rate
     model: Path | None = None  # None: the assets' yolox_nano.onnx; or an IR (.xml), e.g. INT8
@@ -81,14 +60,7 @@ class BenchOptions:
 
 
 SUITES: dict[str, BenchOptions] = {
-    "smoke": BenchOptions(
-        suite="smoke",
-        cameras=(1,),
-        clips=("car-detection.mp4",),
-        seconds=2.0,
-        warmup_s=1.0,
-        repeats=1,
-    ),
+    "smoke": BenchOptions("smoke", None, (1,), ("car-detection.mp4",), 2.0, 1.0, 1),
     "full": BenchOptions(),
 }
 
@@ -108,39 +80,36 @@ class RunContext:
 
     def spec_fields(self) -> dict[str, Any]:
         """The ``PointSpec`` fields every point of the run shares (model, precision, ...)."""
-        o = self.options
         return {
             "precision": self.precision,
             "model": str(self.model),
             "labels": str(self.labels),
-            "score_threshold": o.score_threshold,
-            "iou_threshold": o.iou_threshold,
             "extra": dict(self.extra),
         }
 
 
 class Extension:
-    """What ``benchmarks/`` adds to every run and report (``register_extension``): analyses
-    of the points and the sections that show them. Each hook here does nothing."""
+    """What ``benchmarks/`` adds to every run and report (``register_extension``); each hook
+    here leaves the run as it is."""
 
     #: contender -> its label in reports; the keys' order is the order of the report's rows
     labels: Mapping[str, str] = {}
+    #: ``module:callable`` of meters made in every point's worker (``worker.Probe``), and the
+    #: directory to import them from
+    probes: tuple[str, ...] = ()
+    probe_path: str | None = None
+
+    def plan(self, ctx: RunContext, points: list[PointSpec], say: Progress) -> list[PointSpec]:
+        """The points to run, in order, given the product's plan."""
+        return points
 
     def prepare(self, ctx: RunContext, say: Progress) -> dict[str, Any]:
         """Runs before the first point; returns entries for every point's ``PointSpec.extra``."""
         return {}
 
     def analyse(self, doc: dict[str, Any]) -> None:
-        """Adds to the result document what it derives from the points (also run again when
-        a stored result is rendered anew)."""
-
-    def header(self, doc: dict[str, Any]) -> list[str]:
-        """Lines at the end of the report's header."""
-        return []
-
-    def clip_lines(self, doc: dict[str, Any], clip: str) -> list[str]:
-        """Lines under a clip's throughput heading, before its table."""
-        return []
+        """Adds what it derives from the points to the result document (run again when a
+        stored result is rendered anew)."""
 
     def sections(self, doc: dict[str, Any]) -> list[str]:
         """Sections after the throughput tables."""
@@ -155,8 +124,8 @@ _EXTENSIONS: list[Extension] = []
 
 
 def register_extension(extension: Extension) -> None:
-    """Add ``extension`` to every later run and report; an extension of the same type is
-    replaced (registering again reconfigures)."""
+    """Add ``extension`` to every later run and report; one of the same type is replaced
+    (registering again reconfigures)."""
     _EXTENSIONS[:] = [e for e in _EXTENSIONS if type(e) is not type(extension)]
     _EXTENSIONS.append(extension)
 
@@ -166,106 +135,77 @@ def extensions() -> tuple[Extension, ...]:
 
 
 def prepare(options: BenchOptions) -> RunContext:
-    """Resolve the assets, make derived clips, pick the precision.
-
-    Raises:
-        FileNotFoundError, RuntimeError: an asset or clip cannot be had.
-    """
+    """Resolve the assets, make derived clips, pick the precision (FileNotFoundError or
+    RuntimeError: an asset or clip cannot be had)."""
     from vidpipe.assets import default_assets_dir
 
     assets = options.assets or default_assets_dir()
     model = options.model or assets / "models" / "yolox_nano.onnx"
     if not model.is_file():
         raise FileNotFoundError(f"model not found: {model}")
-    cache = cache_dir()
     names = list(options.clips) if options.mode != "density" else []
     if options.mode != "throughput" and options.density_clip not in names:
         names.append(options.density_clip)
-    clips = {name: resolve_clip(name, assets / "videos", cache) for name in names}
-    ctx = RunContext(
-        options=options,
-        model=model,
-        labels=assets / "models" / "coco80.txt",
-        precision=options.precision or default_precision(),
-        clips=clips,
-    )
+    cache = common.cache_dir()
+    clips = {name: common.resolve_clip(name, assets / "videos", cache) for name in names}
+    precision = options.precision or common.default_precision()
+    ctx = RunContext(options, model, assets / "models" / "coco80.txt", precision, clips)
     for name, path in clips.items():
-        w, h, fps, frames = clip_geometry(path)
-        ctx.clip_info[name] = {
-            "path": str(path),
-            "width": w,
-            "height": h,
-            "fps": fps,
-            "frames": frames,
-        }
+        geometry = zip(
+            ("width", "height", "fps", "frames"), common.clip_geometry(path), strict=True
+        )
+        ctx.clip_info[name] = {"path": str(path), **dict(geometry)}
     return ctx
 
 
-def plan(ctx: RunContext) -> list[PointSpec]:
-    """Every point of the run, in execution order (see the module docstring)."""
+def spec_of(ctx: RunContext, contender: str, clip: str, cameras: int, repeat: int) -> PointSpec:
+    """The point of ``contender`` on ``clip`` with ``cameras`` cameras in this run."""
     o = ctx.options
-    chosen = selected_contenders(o)
-    pipelines = [c for c in common.pipelines() if c in chosen]
-    refs = [c for c in common.references() if c in chosen]
-    points: list[PointSpec] = []
+    return PointSpec(contender, str(ctx.clips[clip]), clip, cameras, o.seconds, o.warmup_s,
+                     repeat=repeat, realtime=o.realtime, **ctx.spec_fields())  # fmt: skip
 
-    def spec(contender: str, clip: str, cameras: int, repeat: int) -> PointSpec:
-        return PointSpec(
-            contender=contender,
-            clip=str(ctx.clips[clip]),
-            clip_name=clip,
-            cameras=cameras,
-            seconds=o.seconds,
-            warmup_s=o.warmup_s,
-            repeat=repeat,
-            realtime=o.realtime,
-            **ctx.spec_fields(),
-        )
 
-    # references bracket each clip's block: the first half of their repeats before, the rest after
-    before = range((o.repeats + 1) // 2)
-    after = range((o.repeats + 1) // 2, o.repeats)
-    for clip in o.clips:
-        points += [spec(c, clip, 1, r) for r in before for c in refs]
-        for n in o.cameras:
-            for r in range(o.repeats):
-                order = pipelines if r % 2 == 0 else list(reversed(pipelines))
-                points += [spec(c, clip, n, r) for c in order]
-        points += [spec(c, clip, 1, r) for r in after for c in refs]
+def plan(ctx: RunContext, say: Progress) -> list[PointSpec]:
+    """Every point of a throughput run, in execution order: per clip, camera count and repeat,
+    each contender; then as the extensions reorder it."""
+    o = ctx.options
+    contenders = selected_contenders(o)
+    points = [
+        spec_of(ctx, c, clip, n, r)
+        for clip in o.clips
+        for n in o.cameras
+        for r in range(o.repeats)
+        for c in contenders
+    ]
+    for extension in extensions():
+        points = extension.plan(ctx, points, say)
     return points
 
 
 def run_point(spec: PointSpec, workdir: Path, timeout_s: float) -> dict[str, Any]:
     """Run one point in a fresh process; a crash or timeout becomes an ``error`` result."""
     tag = f"{spec.contender}-{Path(spec.clip_name).stem}-{spec.cameras}-{spec.repeat}"
-    spec_file, out_file, log_file = (
-        workdir / f"{tag}.{ext}" for ext in ("spec.json", "json", "log")
-    )
+    spec_file, out_file, log_file = (workdir / f"{tag}.{x}" for x in ("spec.json", "json", "log"))
     spec_file.write_text(json.dumps(spec.to_dict()))
     cmd = [sys.executable, "-m", "vidpipe.bench.worker", str(spec_file), str(out_file)]
     entry = common.contender(spec.contender)
-    env = {**os.environ, FACTORY_ENV: entry.factory, SYS_PATH_ENV: entry.sys_path or ""}
+    env = dict(os.environ)
+    env[common.FACTORY_ENV], env[common.SYS_PATH_ENV] = entry.factory, entry.sys_path or ""
+    env[common.PROBES_ENV] = ",".join(p for e in extensions() for p in e.probes)
+    env[common.PROBE_PATH_ENV] = next((e.probe_path for e in extensions() if e.probe_path), "")
+    failed = {"spec": spec.to_dict(), "fps": 0.0}
     with log_file.open("w") as log:
         try:
-            subprocess.run(
-                cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False, env=env
-            )
+            subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s,
+                           check=False, env=env)  # fmt: skip
         except subprocess.TimeoutExpired:
-            return {
-                "spec": spec.to_dict(),
-                "error": f"timed out after {timeout_s:.0f} s",
-                "fps": 0.0,
-            }
-    if out_file.is_file():
-        result: dict[str, Any] = json.loads(out_file.read_text())
-        if result.get("error"):
-            result["log_tail"] = log_file.read_text()[-1500:]
-        return result
-    return {
-        "spec": spec.to_dict(),
-        "fps": 0.0,
-        "error": "worker wrote no result: " + log_file.read_text()[-1500:],
-    }
+            return {**failed, "error": f"timed out after {timeout_s:.0f} s"}
+    if not out_file.is_file():
+        return {**failed, "error": "worker wrote no result: " + log_file.read_text()[-1500:]}
+    result: dict[str, Any] = json.loads(out_file.read_text())
+    if result.get("error"):
+        result["log_tail"] = log_file.read_text()[-1500:]
+    return result
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -276,17 +216,13 @@ def _median(values: Iterable[float | None]) -> float | None:
 def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (contender, clip, cameras): medians over the repeats."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    # References are measured without cameras
-    reference_names = set(common.references())
     for p in points:
         s = p["spec"]
-        cams = 0 if s["contender"] in reference_names else s["cameras"]
-        groups.setdefault((s["contender"], s["clip_name"], cams), []).append(p)
+        groups.setdefault((s["contender"], s["clip_name"], s["cameras"]), []).append(p)
     rows = []
     for (contender, clip, cams), pts in groups.items():
         ok = [p for p in pts if not p.get("error")]
-        allocs = [p["allocations"] for p in ok if p.get("allocations")]
-        row: dict[str, Any] = {
+        rows.append({
             "contender": contender,
             "clip": clip,
             "cameras": cams,
@@ -300,14 +236,9 @@ def summarize(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "precision": ",".join(sorted({p["precision"] for p in ok})) or None,
             "rss_mb_start": _median(p["rss_mb"].get("start") for p in ok),
             "rss_mb_end": _median(p["rss_mb"].get("end") for p in ok),
-            "allocations_grew": any(a["after"] != a["before"] for a in allocs) if allocs else None,
             "min_camera_fps": _median(min(p["per_camera_fps"]) for p in ok if p["per_camera_fps"]),
             "errors": [p["error"] for p in pts if p.get("error")],
-        }
-        per_thread = [p["info"].get("thread_cpu_percent", {}) for p in ok]
-        names = sorted({g for t in per_thread for g in t})
-        row["thread_cpu_percent"] = {g: _median(t.get(g, 0.0) for t in per_thread) for g in names}
-        rows.append(row)
+        })  # fmt: skip
     return rows
 
 
@@ -316,18 +247,15 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t_start = time.monotonic()
     ctx = prepare(options)
-    specs, unavailable = _runnable_specs(ctx, options, say)
-    machine = machine_info()
-    say(
-        f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, "
-        f"{machine['cpu_model']} x{machine['cores']}"
-    )
+    machine = common.machine_info()
     for extension in extensions():
         ctx.extra.update(extension.prepare(ctx, say))
-    specs = [replace(s, extra=dict(ctx.extra)) for s in specs]
+    specs = plan(ctx, say) if options.mode != "density" else []
+    cpu = f"{machine['cpu_model']} x{machine['cores']}"
+    say(f"vidpipe bench: {len(specs)} points, precision {ctx.precision}, {cpu}")
     timeout = options.warmup_s + options.seconds + 240
     with tempfile.TemporaryDirectory(prefix="vidpipe-bench-") as tmp:
-        points = _run_points(specs, Path(tmp), timeout, say)
+        points = [_run_point(i, specs, Path(tmp), timeout, say) for i in range(len(specs))]
         density = None
         if options.mode != "throughput":
             from vidpipe.bench.density import run_density
@@ -342,7 +270,6 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
         "precision": ctx.precision,
         "clips": ctx.clip_info,
         "model": str(ctx.model),
-        "unavailable": unavailable,
         "summary": summarize(points),
         "points": points,
         "density": density,
@@ -353,36 +280,20 @@ def run(options: BenchOptions, progress: Progress | None = None) -> dict[str, An
     return doc
 
 
-def _runnable_specs(
-    ctx: RunContext, options: BenchOptions, say: Progress
-) -> tuple[list[PointSpec], dict[str, str]]:
-    """The plan's points (none in density mode) less those of contenders this machine cannot
-    run, and those contenders with the reason (each said once)."""
-    specs = plan(ctx) if options.mode != "density" else []
-    unavailable = unavailable_contenders({s.contender for s in specs})
-    for name, reason in unavailable.items():
-        say(f"{name} contender not run: {reason}")
-    return [s for s in specs if s.contender not in unavailable], unavailable
-
-
-def _run_points(
-    specs: Sequence[PointSpec], tmp: Path, timeout_s: float, say: Progress
-) -> list[dict[str, Any]]:
-    """Run every point in order, one worker process each, saying one line per point."""
-    points: list[dict[str, Any]] = []
-    for i, spec in enumerate(specs, 1):
-        result = run_point(spec, tmp, timeout_s)
-        points.append(result)
-        lat = result.get("latency_ms") or {}
-        say(
-            f"[{i}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
-            f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, "
-            f"cpu {result.get('cpu_percent', 0):.0f}% "
-            f"(others {result.get('others_cpu_percent', 0):.0f}%), "
-            f"p95 {lat.get('p95') or 0:.0f} ms"
-            + (f"  ERROR {result['error']}" if result.get("error") else "")
-        )
-    return points
+def _run_point(
+    i: int, specs: Sequence[PointSpec], tmp: Path, timeout_s: float, say: Progress
+) -> dict[str, Any]:
+    """Run point ``i`` of the plan in a worker process and say how it went in one line."""
+    spec = specs[i]
+    result = run_point(spec, tmp, timeout_s)
+    p95 = (result.get("latency_ms") or {}).get("p95") or 0
+    error = f"  ERROR {result['error']}" if result.get("error") else ""
+    say(
+        f"[{i + 1}/{len(specs)}] {spec.contender:9s} {spec.clip_name} N={spec.cameras} "
+        f"r{spec.repeat}: {result.get('fps', 0):.1f} fps, cpu {result.get('cpu_percent', 0):.0f}% "
+        f"(others {result.get('others_cpu_percent', 0):.0f}%), p95 {p95:.0f} ms{error}"
+    )
+    return result
 
 
 def selected_contenders(options: BenchOptions) -> tuple[str, ...]:
@@ -391,16 +302,6 @@ def selected_contenders(options: BenchOptions) -> tuple[str, ...]:
     if options.contenders is None:
         return common.default_contenders()
     return tuple(c for c in options.contenders if c in common.all_contenders())
-
-
-def unavailable_contenders(names: Iterable[str]) -> dict[str, str]:
-    """Of ``names``, those that cannot run on this machine, with the reason."""
-    out = {}
-    for name in sorted(names):
-        check = common.contender(name).unavailable
-        if check is not None and (reason := check()):
-            out[name] = reason
-    return out
 
 
 def with_overrides(base: BenchOptions, **changes: Any) -> BenchOptions:

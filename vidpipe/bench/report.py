@@ -51,15 +51,13 @@ def _header(doc: dict[str, Any]) -> list[str]:
     if measured_clips(doc):
         lines += [
             f"- Points: {o['seconds']:g} s measured after {o['warmup_s']:g} s warm-up, "
-            f"{o['repeats']} repeat(s) alternated; cameras "
+            f"{o['repeats']} repeat(s); cameras "
             f"{'paced at the clip frame rate' if o.get('realtime') else 'unpaced'}; fps = frames "
             f"finished in the window / window; CPU % = process CPU time / window / cores; "
             f"others' CPU % = the rest of the machine in the same window (worst repeat; > 5 "
             f"means the point was disturbed); "
             f"latency = capture to result; values are medians over the repeats",
         ]
-        unavailable = doc.get("unavailable") or {}
-        lines += [f"- {name} not run: {why}" for name, why in unavailable.items()]
     else:
         lines.append(
             f"- Trials: {o['seconds']:g} s measured after {max(3.0, o['warmup_s']):g} s warm-up, "
@@ -68,18 +66,15 @@ def _header(doc: dict[str, Any]) -> list[str]:
     lines.append(
         f"- Command: `{' '.join(doc['command'])}`; total wall time {doc['wall_s'] / 60:.1f} min"
     )
-    for extension in extensions():
-        lines += extension.header(doc)
     return lines
 
 
 def _throughput_table(doc: dict[str, Any], clip: str) -> list[str]:
     """One clip's throughput section: a row per contender and camera count."""
     info = doc["clips"][clip]
-    lines = [f"### {clip} ({info['width']}x{info['height']})", ""]
-    for extension in extensions():
-        lines += extension.clip_lines(doc, clip)
-    lines += [
+    lines = [
+        f"### {clip} ({info['width']}x{info['height']})",
+        "",
         "| contender | cameras | fps | fps per repeat | min camera fps | CPU % | others' CPU % "
         "| p50 ms | p95 ms | precision |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -100,11 +95,9 @@ def _throughput_table(doc: dict[str, Any], clip: str) -> list[str]:
 
 
 def _title(doc: dict[str, Any]) -> str:
-    mode = doc["options"].get("mode", "throughput")
-    if mode == "density":
-        return "stream density"
-    suite = f"{doc['options']['suite']} suite"
-    return suite if mode == "throughput" else f"{suite} and stream density"
+    mode, suite = doc["options"].get("mode", "throughput"), f"{doc['options']['suite']} suite"
+    titles = {"density": "stream density", "throughput": suite}
+    return titles.get(mode, f"{suite} and stream density")
 
 
 def measured_clips(doc: dict[str, Any]) -> list[str]:

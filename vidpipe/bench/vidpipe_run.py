@@ -10,9 +10,7 @@ latency from the JSONL lines (``latency_ms``) whose timestamp falls in the windo
 from __future__ import annotations
 
 import json
-import logging
 import tempfile
-import urllib.request
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -20,8 +18,6 @@ from typing import Any
 
 from vidpipe.bench.common import PointSpec
 from vidpipe.preprocess import buffers
-
-log = logging.getLogger(__name__)
 
 
 def merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,14 +37,9 @@ def bench_config(
     overrides: Mapping[str, Any] | None = None,
     camera: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The daemon config of one point, validated like a YAML file would be.
-
-    Args:
-        spec: the point.
-        jsonl: the results file of the JSONL sink.
-        overrides: merged into the config's sections (``merged``): a variant's settings.
-        camera: merged into every camera's settings.
-    """
+    """The daemon config of one point, validated like a YAML file would be: results to
+    ``jsonl``; a variant's ``overrides`` merged into the sections, its ``camera`` settings
+    into every camera (``merged``)."""
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
@@ -92,12 +83,8 @@ _COUNTER_KEYS = {
 
 
 class VidpipeRun:
-    """``Daemon(cfg).start()`` ... ``shutdown()``, measured from outside.
-
-    Args:
-        spec: the point.
-        overrides, camera: a variant's settings (``bench_config``).
-    """
+    """``Daemon(cfg).start()`` ... ``shutdown()``, measured from outside; ``overrides`` and
+    ``camera``: a variant's settings (``bench_config``)."""
 
     name = "vidpipe"
 
@@ -110,11 +97,8 @@ class VidpipeRun:
         from vidpipe.cli import tune_process
         from vidpipe.daemon import Daemon
 
-        # As ``vidpipe run`` does, before the daemon starts a thread: without it the 1080p
-        # frames the capture threads allocate were page-faulted in anew (PyAV decode and BGR
-        # conversion 5.0 ms of CPU a frame against 3.9 ms with it, OpenCV 4.2-4.4:
-        # ``python -m benchmarks.decode_cost [--tune-malloc]``), so the bench measured a
-        # daemon nobody runs. The worker is a fresh process per point.
+        # As ``vidpipe run`` does: without it 1080p frames were page-faulted in anew (decode
+        # 5.0 ms of CPU a frame against 3.9: ``python -m benchmarks.decode_cost [--tune-malloc]``)
         tune_process()
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
@@ -160,21 +144,11 @@ class VidpipeRun:
 
     def camera_counters(self) -> dict[str, dict[str, float]]:
         """Per camera: frames captured, inferred, decimated, skipped as still (``no_motion``)
-        and dropped for other reasons; reconnects (``errors``: a camera that captured too few
-        frames lost them there, not to a slow decoder); the reader's lag.
-
-        One pass over the registry: ``get_sample_value`` collects the whole registry per call,
-        and the 20-odd calls per camera this used to make took seconds at 28 cameras, holding
-        the GIL inside the measured daemon while the window's edges were read (the counters
-        then spanned seconds more than the window, and the readers stalled meanwhile).
-        """
-        out = {
-            c.name: dict.fromkeys(
-                ("captured", "inferred", "decimated", "no_motion", "dropped", "lag_s", "errors"),
-                0.0,
-            )
-            for c in self.cfg.cameras
-        }
+        and dropped otherwise; reconnects (``errors``); the reader's lag. One pass over the
+        registry: a ``get_sample_value`` per counter took seconds at 28 cameras, holding the
+        GIL inside the measured daemon while the window's edges were read."""
+        keys = ("captured", "inferred", "decimated", "no_motion", "dropped", "lag_s", "errors")
+        out = {c.name: dict.fromkeys(keys, 0.0) for c in self.cfg.cameras}
         for metric in self.daemon.metrics.registry.collect():
             for sample in metric.samples:
                 row = out.get(sample.labels.get("camera", ""))
@@ -206,36 +180,14 @@ class VidpipeRun:
         return sorted(out)
 
     def info(self) -> dict[str, Any]:
-        info = dict(self.details)
-        info["metrics_scrape_ok"] = self._scrape_ok()
-        registry = self.daemon.metrics.registry
         drops: dict[str, float] = {}
-        for metric in registry.collect():
-            if metric.name == "vidpipe_frames_dropped":
-                for sample in metric.samples:
-                    if sample.name.endswith("_total") and sample.value:
-                        reason = sample.labels["reason"]
-                        drops[reason] = drops.get(reason, 0) + sample.value
-        info["drops"] = drops
-        info["sink_dropped"] = sum(
-            s.value
-            for m in registry.collect()
-            if m.name == "vidpipe_sink_dropped"
-            for s in m.samples
-            if s.name.endswith("_total")
-        )
-        return info
-
-    def _scrape_ok(self) -> bool:
-        """One real scrape of /metrics (outside the window) to prove the server is on."""
-        port = self.daemon.http_port
-        if not port:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-                return b"vidpipe_frames_inferred_total" in resp.read()
-        except OSError:
-            return False
+        sink_dropped = 0.0
+        for s in (s for m in self.daemon.metrics.registry.collect() for s in m.samples):
+            if s.name == "vidpipe_frames_dropped_total" and s.value:
+                drops[s.labels["reason"]] = drops.get(s.labels["reason"], 0.0) + s.value
+            elif s.name == "vidpipe_sink_dropped_total":
+                sink_dropped += s.value
+        return {**self.details, "drops": drops, "sink_dropped": sink_dropped}
 
     def stop(self, timeout_s: float = 10.0) -> None:
         del timeout_s  # the config's shutdown_timeout_s applies

@@ -3,13 +3,12 @@
 ``python -m vidpipe.bench.worker SPEC.json RESULT.json``
 
 The contender is built from its registered ``module:callable`` (``common.ContenderEntry``),
-passed in the environment by the harness (``VIDPIPE_BENCH_FACTORY``, and
-``VIDPIPE_BENCH_SYS_PATH`` for contenders outside the package, such as ``benchmarks/``).
-
-The protocol is the same for every contender: build and start it (timed as ``startup_s``),
-let it run ``warmup_s``, take a snapshot (frames, process CPU time, RSS, buffer-pool
-allocations), sleep ``seconds``, take another, stop. fps and CPU% come from the difference
-between the two snapshots only.
+named in the environment by the harness (``VIDPIPE_BENCH_FACTORY``, and
+``VIDPIPE_BENCH_SYS_PATH`` for contenders outside the package, such as ``benchmarks/``), and
+so are the probes the harness's extensions add to every point (``VIDPIPE_BENCH_PROBES``).
+Build and start the contender (``startup_s``), let it run ``warmup_s``, take a snapshot
+(frames, CPU time, RSS), sleep ``seconds``, take another, stop: fps and CPU % come from the
+difference between the two snapshots only.
 """
 
 from __future__ import annotations
@@ -20,18 +19,16 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from vidpipe.bench.common import FACTORY_ENV, SYS_PATH_ENV, PointResult, PointSpec
-from vidpipe.bench.meters import Snapshot, cores, loadavg_1m, thread_cpu_percent, thread_cpu_s
+from vidpipe.bench import common
+from vidpipe.bench.common import PointResult, PointSpec, Snapshot, cores
 from vidpipe.quantiles import quantile
 
 log = logging.getLogger("vidpipe.bench.worker")
 
 _MB = 1024.0 * 1024.0
-READY_TIMEOUT_S = 30.0
 
 
 class Contender(Protocol):
@@ -45,98 +42,99 @@ class Contender(Protocol):
     def frames(self) -> int: ...
     def per_camera(self) -> list[int]: ...
     def latencies_ms(self, t0: float, t1: float, t0_wall: float, t1_wall: float) -> list[float]: ...
-    def allocations(self) -> int | None: ...
     def info(self) -> dict[str, Any]: ...
     def stop(self, timeout_s: float = 10.0) -> None: ...
 
 
-def make_contender(spec: PointSpec, factory: str, sys_path: str | None = None) -> Contender:
-    """Build the contender of ``spec`` with ``factory`` (``"module:callable"``).
+class Probe(Protocol):
+    """A meter an extension adds to every point (``harness.Extension.probes``)."""
 
-    Args:
-        spec: the point.
-        factory: the contender's registered factory (``ContenderEntry.factory``).
-        sys_path: a directory to put on ``sys.path`` first (``ContenderEntry.sys_path``).
-    """
+    def before(self, contender: Any) -> None: ...  # at the window's start
+    def after(self, contender: Any, result: PointResult) -> None: ...  # at its end, running
+    def finish(self, contender: Any, result: PointResult) -> None: ...  # stopped, result made
+
+
+def load(factory: str, sys_path: str | None = None) -> Any:
+    """``module:callable`` imported, with ``sys_path`` first on ``sys.path`` when given."""
     if sys_path and sys_path not in sys.path:
         sys.path.insert(0, sys_path)
     module, _, attr = factory.partition(":")
-    build: Callable[[PointSpec], Contender] = getattr(importlib.import_module(module), attr)
-    return build(spec)
+    return getattr(importlib.import_module(module), attr)
 
 
-def _wait_ready(contender: Contender, timeout_s: float = READY_TIMEOUT_S) -> None:
+def make_contender(spec: PointSpec, factory: str, sys_path: str | None = None) -> Contender:
+    """Build the contender of ``spec`` with its registered ``factory`` (``ContenderEntry``)."""
+    return load(factory, sys_path)(spec)
+
+
+def _wait_ready(contender: Contender, timeout_s: float = 30.0) -> None:
     """Wait until every camera delivers (RTSP cameras connect one by one) before warming up."""
     ready = getattr(contender, "ready", None)
-    if ready is None:
-        return
     deadline = time.monotonic() + timeout_s
-    while not ready() and time.monotonic() < deadline:
+    while ready is not None and not ready() and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
-def _window_rate(n0: int, n1: int, window_s: float) -> float:
+def _rate(n0: float, n1: float, window_s: float) -> float:
     return (n1 - n0) / window_s if window_s > 0 else 0.0
 
 
-def measure(spec: PointSpec, factory: str, sys_path: str | None = None) -> PointResult:
-    """Run the point and return its result (errors are recorded, not raised)."""
-    result = PointResult(spec=spec.to_dict(), loadavg_start=loadavg_1m())
+def measure(
+    spec: PointSpec, contender: Contender, probes: list[Probe], result: PointResult
+) -> None:
+    """Run the point's window and fill ``result`` (the contender is stopped on the way out)."""
     t_build = time.monotonic()
-    contender = make_contender(spec, factory, sys_path)
     try:
         contender.start()
         _wait_ready(contender)
         result.startup_s = time.monotonic() - t_build
         time.sleep(spec.warmup_s)
         counters = getattr(contender, "camera_counters", None)
-        cams0 = contender.per_camera()
-        alloc0 = contender.allocations()
-        counters0 = counters() if counters else None
-        threads0 = thread_cpu_s()
+        cams0, counters0 = contender.per_camera(), counters() if counters else None
+        for probe in probes:
+            probe.before(contender)
         s0 = Snapshot.take(contender.frames())
         time.sleep(spec.seconds)
         s1 = Snapshot.take(contender.frames())
-        threads1 = thread_cpu_s()
-        counters1 = counters() if counters else None
-        cams1 = contender.per_camera()
-        alloc1 = contender.allocations()
         result.info = contender.info()
-        result.info["thread_cpu_percent"] = thread_cpu_percent(
-            threads0, threads1, s1.t_mono - s0.t_mono
-        )
-        if counters0 is not None:
-            result.info["camera_counters"] = {"before": counters0, "after": counters1}
+        for probe in probes:
+            probe.after(contender, result)
+        if counters is not None:
+            result.info["camera_counters"] = {"before": counters0, "after": counters()}
+        cams1 = contender.per_camera()
     finally:
         contender.stop()
-    window = s1.t_mono - s0.t_mono
-    cpu = s1.cpu_s - s0.cpu_s
-    frames = s1.frames - s0.frames
-    result.window_s = window
-    result.frames = frames
-    result.fps = _window_rate(s0.frames, s1.frames, window)
-    result.cpu_percent = 100.0 * cpu / window / cores() if window > 0 else 0.0
+    window, cpu = s1.t_mono - s0.t_mono, s1.cpu_s - s0.cpu_s
+    result.window_s, result.frames = window, s1.frames - s0.frames
+    result.fps = _rate(s0.frames, s1.frames, window)
+    result.cpu_percent = _rate(0.0, 100.0 * cpu / cores(), window)
     others = max(0.0, (s1.machine_busy_s - s0.machine_busy_s) - cpu)
-    result.others_cpu_percent = 100.0 * others / window / cores() if window > 0 else 0.0
-    result.cpu_ms_per_frame = 1000.0 * cpu / frames if frames else None
-    result.per_camera_fps = [_window_rate(a, b, window) for a, b in zip(cams0, cams1, strict=True)]
+    result.others_cpu_percent = _rate(0.0, 100.0 * others / cores(), window)
+    result.cpu_ms_per_frame = 1000.0 * cpu / result.frames if result.frames else None
+    result.per_camera_fps = [_rate(a, b, window) for a, b in zip(cams0, cams1, strict=True)]
     result.rss_mb = {"start": s0.rss / _MB, "end": s1.rss / _MB}
-    if alloc0 is not None and alloc1 is not None:
-        result.allocations = {"before": alloc0, "after": alloc1}
     lat = contender.latencies_ms(s0.t_mono, s1.t_mono, s0.t_wall, s1.t_wall)
     result.latency_ms = {"p50": quantile(lat, 0.50), "p95": quantile(lat, 0.95), "n": len(lat)}
     result.precision = contender.precision
-    stage_costs = getattr(contender, "stage_costs", None)  # a reference: the stage bound
-    if stage_costs is not None:
-        result.info["stages"] = stage_costs(result.cpu_ms_per_frame or 0.0)
-        result.info["infer_wall_ms_x_cores"] = (
-            1000.0 * window * cores() / frames if frames else None
-        )
+    for probe in probes:
+        probe.finish(contender, result)
     if contender.errors:
         result.error = "; ".join(contender.errors[:5])
-    close = getattr(contender, "close", None)
-    if close is not None:
-        close()
+    getattr(contender, "close", lambda: None)()
+
+
+def run(spec: PointSpec) -> PointResult:
+    """Build the contender and the probes the environment names, and measure the point."""
+    factory = os.environ.get(common.FACTORY_ENV, "")
+    if not factory:
+        raise ValueError(f"{common.FACTORY_ENV} is not set (the harness sets it)")
+    probe_path = os.environ.get(common.PROBE_PATH_ENV) or None
+    names = [n for n in os.environ.get(common.PROBES_ENV, "").split(",") if n]
+    probes: list[Probe] = [load(name, probe_path)() for name in names]
+    result = PointResult(spec=spec.to_dict(), loadavg_start=common.loadavg_1m())
+    measure(
+        spec, make_contender(spec, factory, os.environ.get(common.SYS_PATH_ENV)), probes, result
+    )
     return result
 
 
@@ -147,11 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     spec = PointSpec.from_dict(json.loads(Path(args[0]).read_text()))
-    factory = os.environ.get(FACTORY_ENV, "")
     try:
-        if not factory:
-            raise ValueError(f"{FACTORY_ENV} is not set (the harness sets it)")
-        result = measure(spec, factory, os.environ.get(SYS_PATH_ENV) or None)
+        result = run(spec)
     except Exception as exc:  # the harness records the failure and goes on
         log.exception("point %s failed", spec.contender)
         result = PointResult(spec=spec.to_dict(), error=f"{type(exc).__name__}: {exc}")
