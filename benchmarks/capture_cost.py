@@ -187,7 +187,6 @@ def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict
     """vidpipe's workers against OpenCV: start-up and recovery after a server restart."""
     from vidpipe.bench.density import load_rtsp_module
     from vidpipe.metrics import Metrics
-    from vidpipe.schedule.hub import FrameHub
     from vidpipe.types import CameraState
 
     rtsp = load_rtsp_module()
@@ -201,9 +200,8 @@ def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict
             urls = [server.url(f"cam{i}") for i in range(cameras)]
             opencv_s = _opencv_first_frames(urls, timeout_s)
             server.restart()  # every client of the baseline gone
-            from vidpipe.capture import CaptureWorker
+            from vidpipe.assemble import capture_stage
 
-            metrics, hub = Metrics(), FrameHub()
             first: dict[str, float] = {}
             lock = threading.Lock()
 
@@ -213,13 +211,8 @@ def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict
                         first.setdefault(name, time.monotonic())
 
             cfg = CaptureConfig(backoff_initial_s=0.2, backoff_max_s=1.0)
-            workers = []
-            for i, url in enumerate(urls):
-                cam = CameraConfig(name=f"cam{i}", url=url)
-                box = hub.add(cam.name, "newest", lambda _f: None)
-                workers.append(
-                    CaptureWorker(cam, cfg, box, metrics.camera(cam.name), on_state=on_state)
-                )
+            cams = [CameraConfig(name=f"cam{i}", url=url) for i, url in enumerate(urls)]
+            _hub, workers = capture_stage(cams, cfg, Metrics(), on_state)
             t0 = time.monotonic()
             for w in workers:
                 w.start()

@@ -20,11 +20,10 @@ import threading
 import time
 from pathlib import Path
 
+from vidpipe.assemble import capture_stage
 from vidpipe.assets import default_assets_dir
-from vidpipe.capture import CaptureWorker
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
-from vidpipe.schedule.hub import FrameHub
 
 GATE: dict[str, object] = {"detect_fps": 5, "motion": {"enabled": True}}
 # every frame decoded, as before skipping existed
@@ -56,11 +55,8 @@ def reader_ms_per_frame(
     """Reader CPU ms per frame of the stream (decoded, or skipped undecoded) of one worker
     over ``seconds`` (after 1 s of warm-up)."""
     metrics = Metrics()
-    hub = FrameHub()
-    cm = metrics.camera("clip")
-    box = hub.add("clip", "block", cm.overwritten)
     cfg = CameraConfig.model_validate({"name": "clip", "url": str(clip), "loop": True, **camera})
-    worker = CaptureWorker(cfg, CaptureConfig.model_validate(capture), box, cm)
+    hub, (worker,) = capture_stage([cfg], CaptureConfig.model_validate(capture), metrics)
     stop = threading.Event()
 
     def consume() -> None:

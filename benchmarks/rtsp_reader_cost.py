@@ -52,26 +52,24 @@ def _thread_cpu_s(prefix: str) -> float:
 
 def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[str, float]:
     """CPU ms per frame (capture threads, process, server) of ``cameras`` gated RTSP cameras."""
-    from vidpipe.capture import CaptureWorker
+    from vidpipe.assemble import capture_stage
     from vidpipe.config import CameraConfig, CaptureConfig
     from vidpipe.metrics import Metrics
-    from vidpipe.schedule.hub import FrameHub
 
     rtsp = load_rtsp_module()
-    metrics, hub = Metrics(), FrameHub()
+    metrics = Metrics()
     stop = threading.Event()
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(cameras):
             (Path(tmp) / f"cam{k}.mp4").symlink_to(clip)
         with rtsp.RtspServer(Path(tmp), loop=True, stagger=True) as server:
-            workers = []
-            for k in range(cameras):
-                cm = metrics.camera(f"cam{k}")
-                box = hub.add(f"cam{k}", "newest", cm.overwritten)
-                cfg = CameraConfig.model_validate(
+            cams = [
+                CameraConfig.model_validate(
                     {"name": f"cam{k}", "url": server.url(f"cam{k}"), **GATED}
                 )
-                workers.append(CaptureWorker(cfg, CaptureConfig(), box, cm))
+                for k in range(cameras)
+            ]
+            hub, workers = capture_stage(cams, CaptureConfig(), metrics)
 
             def take() -> None:  # what the gate let through, dropped
                 while not stop.is_set():

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,9 +27,9 @@ from typing import Any, Literal
 import numpy as np
 
 from vidpipe.capture.decoders import CaptureContext, check_decoders
-from vidpipe.capture.worker import CaptureWorker
+from vidpipe.capture.worker import CaptureWorker, StateCallback
 from vidpipe.clips import ClipRecorder
-from vidpipe.config import Config, ConfigError, register_secrets
+from vidpipe.config import CameraConfig, CaptureConfig, Config, ConfigError, register_secrets
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.labels import Labels
@@ -477,3 +477,23 @@ class Pipeline:
     def stop_web(self) -> None:
         if self._web is not None:
             self._web.stop()
+
+
+def capture_stage(
+    cameras: Sequence[CameraConfig],
+    capture: CaptureConfig,
+    metrics: Metrics,
+    on_state: StateCallback | None = None,
+) -> tuple[FrameHub, list[CaptureWorker]]:
+    """The capture stage alone, wired as ``Pipeline.start_camera`` wires a camera (a live
+    camera's mailbox keeps the newest frame, a file's applies backpressure; one capture
+    context for all), for rigs that measure capture without inference (``benchmarks/``).
+    The workers are not started; whoever drains the hub stands in for the scheduler."""
+    hub, context = FrameHub(), CaptureContext()
+    workers = []
+    for cam in cameras:
+        cm = metrics.camera(cam.name)
+        live = cam.is_stream or cam.realtime
+        box = hub.add(cam.name, "newest" if live else "block", cm.overwritten)
+        workers.append(CaptureWorker(cam, capture, box, cm, on_state=on_state, context=context))
+    return hub, workers
