@@ -85,7 +85,7 @@ def python_work(us: float) -> None:
 
 @dataclass
 class Params:
-    cameras: int = 120  # the goal
+    cameras: int = 120  # the GPU camera count the design aims at (docs/gpu-performance.md)
     fps: float = 25.0
     calls: int = 5  # native calls per frame: demux, decode, copy, GPU wait, mailbox
     # Python per frame (GIL held), spread between the calls. On the H200 camera threads held

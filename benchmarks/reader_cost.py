@@ -26,7 +26,7 @@ from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
 
 GATE: dict[str, object] = {"detect_fps": 5, "motion": {"enabled": True}}
-# every frame decoded, as before skipping existed
+# every frame decoded (capture.skip_unused_frames off): what skipping saves
 DECODE_ALL: dict[str, object] = {"skip_unused_frames": False}
 # name -> (camera settings, capture settings)
 SETTINGS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
