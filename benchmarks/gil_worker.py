@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.gil_handover import Params, _batcher, native_call, python_work, quantile_ms
+from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.nvdec import NvdecReader
-from vidpipe.capture.nvdec_source import NvdecSource
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
@@ -84,11 +85,11 @@ class _FakeCodec:
         return _FakeDecoder()
 
 
-def _source_factory(p: Params) -> Any:
+def _source_factory(p: Params) -> DecoderKind:
     codec = _FakeCodec(p.fps)
     surface = np.zeros((3, 2), np.uint8)
 
-    def make(cam: CameraConfig, defaults: CaptureConfig) -> NvdecSource:
+    def make(cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> NvdecSource:
         hasher = hashlib.sha256()
 
         def own_copy(s: Any) -> tuple[Any, Any]:
@@ -98,9 +99,10 @@ def _source_factory(p: Params) -> Any:
             return np.copy(s), None
 
         reader = NvdecReader(cam.url, codec=codec, to_tensor=lambda _f: surface)
-        return NvdecSource(cam, defaults, reader=reader, own_copy=own_copy)
+        shared = ctx.shared(NvdecShared)
+        return NvdecSource(cam, defaults, shared=shared, reader=reader, own_copy=own_copy)
 
-    return make
+    return DecoderKind(make)
 
 
 def run_worker(group_size: int, p: Params) -> dict[str, object]:
@@ -117,12 +119,13 @@ def run_worker(group_size: int, p: Params) -> dict[str, object]:
 def _run(group_size: int, p: Params) -> dict[str, object]:
     defaults = CaptureConfig(decoder="nvdec", nvdec_group_size=group_size)
     metrics, hub, stop = Metrics(), FrameHub(), threading.Event()
+    context = CaptureContext()  # one pipeline's: its cameras share the read groups
     workers = []
     for i in range(p.cameras):
         cam = CameraConfig(name=f"cam{i}", url=f"file:///fake/cam{i}.mp4", realtime=True)
         cm = metrics.camera(cam.name)
         box = hub.add(cam.name, "newest", cm.overwritten)
-        workers.append(CaptureWorker(cam, defaults, box, cm))
+        workers.append(CaptureWorker(cam, defaults, box, cm, context=context))
     taken: list[Frame] = []
     batches: list[float] = []
 
