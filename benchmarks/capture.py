@@ -38,7 +38,7 @@ class LoopingReader:
 
     ``realtime``: each frame is read when it is due at the file's frame rate, as a live camera
     delivers it, with vidpipe's own ``Pacer``, aligned to the clock as the daemon's cameras are
-    in ``vidpipe bench --realtime`` (``capture.realtime_phase: aligned``), so that every
+    in ``vidpipe bench --realtime`` (``Pipeline.capture_phase = "aligned"``), so that every
     contender's cameras deliver in step at the same instants. ``clock`` and ``sleep`` are for
     tests.
     """

@@ -3,7 +3,7 @@
 ``python -m benchmarks.gil_handover [--cameras 120] [--repeats 3] [--variants threads,groups:8]``
 
 On the H200 a daemon with many NVDEC cameras loses its batches to the GIL
-(docs/gpu-performance.md): every camera thread makes a few short GIL-releasing calls per
+(benchmarks/README.md): every camera thread makes a few short GIL-releasing calls per
 frame (demux, decode, the device copy, the stream wait, the mailbox), and the batcher, whose
 batch is a row of 30-60 short GIL-releasing PyTorch calls (``python -m
 benchmarks.torch_calls``), waits behind the camera threads at every one of its own
@@ -85,12 +85,12 @@ def python_work(us: float) -> None:
 
 @dataclass
 class Params:
-    cameras: int = 120  # the GPU camera count the design aims at (docs/gpu-performance.md)
+    cameras: int = 120  # the GPU camera count the design aims at (benchmarks/README.md)
     fps: float = 25.0
     calls: int = 5  # native calls per frame: demux, decode, copy, GPU wait, mailbox
     # Python per frame (GIL held), spread between the calls. On the H200 camera threads held
     # the GIL for about 55 % of the time at 72-88 cameras (the GIL profiles in
-    # docs/gpu-performance.md): 250-300 us a frame. 250 us at 120 cameras is 75 % of one GIL;
+    # benchmarks/README.md): 250-300 us a frame. 250 us at 120 cameras is 75 % of one GIL;
     # at 100 us nothing waits long.
     py_us: float = 250.0
     gpu_wait_us: float = 500.0

@@ -5,7 +5,7 @@ postprocessing of one batch.
 
 Every PyTorch call from Python gives up the GIL and takes it back. In one daemon with many
 NVDEC cameras the batcher and completion threads wait behind every camera thread for each
-of those hand-overs (docs/gpu-performance.md), so the count per batch is the cost that
+of those hand-overs (benchmarks/README.md), so the count per batch is the cost that
 matters there, and it is the same on a CPU build of PyTorch as on the GPU: this counts the
 calls into ``torch`` (functions and tensor methods) with ``sys.setprofile``. Synthetic YOLOX
 outputs: 30 candidate rows per image over three classes, the rest below the threshold.

@@ -78,7 +78,7 @@ MALLOC_SETTINGS = {
     # threshold kept mmapping them (frames are freed on other threads than the one that
     # allocated them), and every new mapping is page-faulted in again. 32 MiB is glibc's
     # largest threshold. Page faults per frame at 8 cameras 1080p: 88 -> 11 (`vidpipe bench`,
-    # docs/performance.md).
+    # benchmarks/README.md).
     "MALLOC_MMAP_THRESHOLD_": (_M_MMAP_THRESHOLD, 32 * 1024 * 1024),
     # ... and freed frames are not handed back to the kernel at once (trimmed above 256 MiB
     # free at the top of the heap), so the next frames do not fault their pages in again.

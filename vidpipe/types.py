@@ -64,7 +64,7 @@ class FittedImage:
 
     The decoder's scaler turns the YUV picture into BGR at the size the letterbox gives it
     in the model input, in one step: at 1080p that is about half the CPU of converting the
-    whole frame and then resizing it (``vidpipe bench --mode capture``), and the detections
+    whole frame and then resizing it (``python -m benchmarks.capture_cost``), and the detections
     agree with the whole-frame path as bf16's agree with f32's
     (``tests/component/test_fitted_frames.py``). The whole frame is converted only if a sink
     asks for it (a watched live view, a due snapshot, a clip's crop).

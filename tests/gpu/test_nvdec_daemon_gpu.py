@@ -1,4 +1,4 @@
-"""NVDEC cameras in the daemon on the real GPU: the wiring of issue 13 end to end.
+"""NVDEC cameras in the daemon on the real GPU: the wiring end to end.
 
 * ``capture.decoder: nvdec`` through the real capture worker (frames stay ``DeviceImage`` s on
   the GPU; a file ends, a looping file reopens);

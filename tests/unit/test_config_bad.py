@@ -1,6 +1,6 @@
 """Bad config, table-driven: every case is a ConfigError that names the YAML path and line.
 
-The tables cover each kind of mistake named in issue 4 (malformed YAML, duplicate keys, unknown
+The tables cover each kind of mistake a user makes (malformed YAML, duplicate keys, unknown
 keys at every nesting level, wrong types, zero or negative rates, duplicate camera names,
 unset variables, YAML tags) and the hostile inputs a fuzzer would try (alias cycles and bombs,
 deep nesting, huge files, NUL bytes, non-UTF-8 bytes).

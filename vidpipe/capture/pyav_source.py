@@ -247,7 +247,7 @@ class PyAVSource:
         self.conversions += 1
         # One scaler per source, one thread: ``to_ndarray(format=...)`` would set up a new
         # scaler context for every frame and scale on every core, which cost 0.3 ms a frame
-        # at 768x432 (``vidpipe bench --mode capture``). The array is a view of the
+        # at 768x432 (``python -m benchmarks.capture_cost``). The array is a view of the
         # converted frame: no copy after the conversion.
         return _array(self._reformatter.reformat(frame, format="bgr24", threads=1))
 

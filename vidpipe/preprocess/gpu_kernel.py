@@ -6,7 +6,7 @@ batch's pictures: about 6 GB of memory traffic for a batch of 64 1080p pictures,
 the H200, more than a third of YOLOX-Nano's own f16 run of the same batch, so a stream set fed
 with NVDEC pictures reached only 0.57-0.68 of the model's tight loop. This kernel takes 0.10 ms
 for that batch (``python -m benchmarks.gpu_letterbox``; with it the stream set reaches
-0.91-0.98, docs/gpu-performance.md). It does the same arithmetic per output pixel in registers:
+0.91-0.98, benchmarks/README.md). It does the same arithmetic per output pixel in registers:
 it reads the four source pixels' Y, U and V bytes straight from each picture (their addresses
 in a small table, so no stack), and writes the three output bytes into the picture's row of
 the batch, pad included.

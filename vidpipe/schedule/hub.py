@@ -12,7 +12,7 @@ Each camera owns one ``Mailbox`` with room for a single frame. Two policies:
 camera can never starve another.
 
 Two costs this module avoids (measured with ``vidpipe bench``, vidpipe against the naive
-loop; docs/performance.md):
+loop; benchmarks/README.md):
 
 * **Decoding ahead of need.** Without a limit every file camera keeps one decoded frame
   waiting, so at 8 cameras 8 frames wait on top of those in inference, and by Little's law

@@ -17,7 +17,7 @@ behind the others), and one queued request still left the CPU 5 % idle at 8 came
 768x432 on 2 streams (0.93x its fps). There a second queued request, with decodes no longer
 timed to the streams (``turn_clock.TurnClock.due``: two or more queued), gave 1.05x its fps
 at p95 52-53 against its 62 ms, and at 8 cameras of 1080p 1.07x at 64-70 against 77-79 ms
-(``vidpipe bench``, one run, 2-core Xeon; docs/performance.md).
+(``vidpipe bench``, one run, 2-core Xeon; benchmarks/README.md).
 """
 
 from __future__ import annotations

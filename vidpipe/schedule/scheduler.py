@@ -142,7 +142,7 @@ class Scheduler:
         # wait in the hub, and by Little's law each one adds a frame interval to every
         # frame's latency; an unlimited hub kept one per camera (8 cameras: 8 frames ahead,
         # p95 latency 2x the naive loop's). One ready frame per OpenVINO stream (half the
-        # request pool) keeps the streams fed (`vidpipe bench`, docs/performance.md).
+        # request pool) keeps the streams fed (`vidpipe bench`, benchmarks/README.md).
         self.decode_ahead = max(2, hints.capacity // 2)
         self._depth = threading.BoundedSemaphore(self.pipeline_depth)
         # In-flight cap (module docstring); None (a backend without a floor): the pool's size.

@@ -7,7 +7,7 @@ waited in the hub on top of the 3 requests in flight and 1 being letterboxed, an
 law each of them adds to every frame's capture-to-result latency. A count limit alone cannot
 fix it: one turn at a time starved the streams at 1080p (one decoder is slower than two
 streams), two let frames wait. Timed turns took p95 at 4 cameras of 768x432 from 52-53 ms to
-37 ms, the naive loop's, at the same fps (``vidpipe bench``, docs/performance.md).
+37 ms, the naive loop's, at the same fps (``vidpipe bench``, benchmarks/README.md).
 
 ``TurnClock`` times the turns instead. It models the backend as ``streams`` servers: a request
 starts when it is submitted if a stream is free, else when the oldest running one completes,
