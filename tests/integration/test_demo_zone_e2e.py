@@ -7,7 +7,8 @@ y = 1.0), so each person's box is clipped at y = 432 while they walk in. Before 
 moved anchors into the frame (``geometry.into_frame``), the third person left the zone on such a
 frame and entered it again two frames later: 7 enters and 7 leaves instead of 6.
 
-The count comes from the scene (six people), and was the same at f32 and at bf16 on this clip; a precision that makes it differ is a finding, not noise.
+The count comes from the scene (six people), and was the same at f32 and at bf16 on this clip;
+a precision that makes it differ is a finding, not noise.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class InputBuffer:
         of 64 rows), a feeder filling 416x234 pictures spent 47-49 us of CPU per frame against
         70-84 us copying whole padded rows (2-core Xeon, the stream set on a fake GPU); on
         the H200 host ``python -m benchmarks.gpu`` reports the feeder's cores
-        (``thread_cpu``). For a 1080p frame on the CPU path the resize (0.24-0.27 ms) hides the saving.
+        (``thread_cpu``). For a 1080p frame on the CPU path the resize (0.24-0.27 ms) hides the
+        saving.
 
         A ``FittedImage`` was converted at its letterbox size already: it is copied into place.
         A ``DeviceImage`` is not touched here: it is kept in ``device`` for the GPU backend,
