@@ -32,9 +32,14 @@ from vidpipe.clips import ClipRecorder
 from vidpipe.config import CameraConfig, CaptureConfig, Config, ConfigError, register_secrets
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
-from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
-from vidpipe.model import LoadedModel, camera_rules, open_model
+from vidpipe.model import (
+    LoadedModel,
+    camera_rules,
+    check_sink_classes,
+    clip_trigger_classes,
+    open_model,
+)
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.reload import ConfigDiff, active_cameras, running_inference
@@ -94,51 +99,6 @@ def plan_inference(
             model.backend.close()
         raise
     return InferencePlan(model, rules, scenes, clip_classes)
-
-
-def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int]]:
-    """Each clip-recording camera's trigger classes as ids.
-
-    Raises:
-        ConfigError: one problem per unknown name, naming ``cameras[i].clips.triggers.classes``.
-    """
-    out: dict[str, frozenset[int]] = {}
-    problems: list[str] = []
-    for i, cam in enumerate(cfg.cameras):
-        if not cam.clips.enabled:
-            continue
-        try:
-            ids = labels.ids(
-                cam.clips.triggers.classes,
-                where=f"cameras[{i}].clips.triggers.classes",
-                camera=cam.name,
-            )
-        except ConfigError as exc:
-            problems += exc.problems
-            continue
-        out[cam.name] = ids or frozenset()
-    if problems:
-        raise ConfigError(problems)
-    return out
-
-
-def check_sink_classes(cfg: Config, labels: Labels) -> None:
-    """Refuse a sink's class filter that names no class of the model.
-
-    Sinks match classes by name per frame; an unknown name there would filter out every
-    detection without a word, so it is resolved against the labels once, here.
-
-    Raises:
-        ConfigError: one problem per unknown name, each naming ``sinks[i].classes[k]``.
-    """
-    problems: list[str] = []
-    for i, sink in enumerate(cfg.sinks):
-        try:
-            labels.ids(sink.class_filter, where=f"sinks[{i}].classes")
-        except ConfigError as exc:
-            problems += exc.problems
-    if problems:
-        raise ConfigError(problems)
 
 
 def build_scheduler(
@@ -352,20 +312,17 @@ class Pipeline:
 
     def start_camera(self, name: str) -> None:
         cam = next(c for c in self.cfg.cameras if c.name == name)
-        cm = self.metrics.camera(name)
-        live = cam.is_stream or cam.realtime  # live: keep the newest frame; files: backpressure
-        box = self.hub.add(name, "newest" if live else "block", cm.overwritten)
-        self._boxes[name] = box
         self.capture.bind_camera_metrics(self.metrics, self.cfg, cam)
-        worker = CaptureWorker(
+        box, worker = capture_worker(
             cam,
             self.cfg.capture,
-            box,
-            cm,
-            on_state=self._camera_state,
-            context=self.capture,
-            phase=self.capture_phase,
+            self.hub,
+            self.metrics,
+            self.capture,
+            self._camera_state,
+            self.capture_phase,
         )
+        self._boxes[name] = box
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
             worker.set_packet_tap(
                 self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
@@ -485,15 +442,29 @@ def capture_stage(
     metrics: Metrics,
     on_state: StateCallback | None = None,
 ) -> tuple[FrameHub, list[CaptureWorker]]:
-    """The capture stage alone, wired as ``Pipeline.start_camera`` wires a camera (a live
-    camera's mailbox keeps the newest frame, a file's applies backpressure; one capture
-    context for all), for rigs that measure capture without inference (``benchmarks/``).
-    The workers are not started; whoever drains the hub stands in for the scheduler."""
+    """The capture stage alone, wired as ``Pipeline.start_camera`` wires a camera (one
+    capture context for all), for rigs that measure capture without inference
+    (``benchmarks/``). The workers are not started; whoever drains the hub stands in for the
+    scheduler."""
     hub, context = FrameHub(), CaptureContext()
-    workers = []
-    for cam in cameras:
-        cm = metrics.camera(cam.name)
-        live = cam.is_stream or cam.realtime
-        box = hub.add(cam.name, "newest" if live else "block", cm.overwritten)
-        workers.append(CaptureWorker(cam, capture, box, cm, on_state=on_state, context=context))
+    workers = [capture_worker(cam, capture, hub, metrics, context, on_state)[1] for cam in cameras]
     return hub, workers
+
+
+def capture_worker(
+    cam: CameraConfig,
+    capture: CaptureConfig,
+    hub: FrameHub,
+    metrics: Metrics,
+    context: CaptureContext,
+    on_state: StateCallback | None = None,
+    phase: Literal["free", "aligned"] = "free",
+) -> tuple[Mailbox, CaptureWorker]:
+    """One camera's mailbox on ``hub`` and its capture worker (not started). A live camera's
+    mailbox keeps the newest frame; a file's applies backpressure, so that no decoded frame
+    of a file is wasted."""
+    cm = metrics.camera(cam.name)
+    live = cam.is_stream or cam.realtime
+    box = hub.add(cam.name, "newest" if live else "block", cm.overwritten)
+    worker = CaptureWorker(cam, capture, box, cm, on_state=on_state, context=context, phase=phase)
+    return box, worker

@@ -1,4 +1,5 @@
-"""Open the configured model: backend, decoder, labels, checked against each other."""
+"""Open the configured model: backend, decoder, labels, checked against each other; and
+resolve the class names the config uses (cameras, clip triggers, sinks) against its labels."""
 
 from __future__ import annotations
 
@@ -76,3 +77,48 @@ def camera_rules(cfg: Config, loaded: LoadedModel) -> dict[str, CameraRules]:
     if problems:
         raise ConfigError(problems)
     return rules
+
+
+def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int]]:
+    """Each clip-recording camera's trigger classes as ids.
+
+    Raises:
+        ConfigError: one problem per unknown name, naming ``cameras[i].clips.triggers.classes``.
+    """
+    out: dict[str, frozenset[int]] = {}
+    problems: list[str] = []
+    for i, cam in enumerate(cfg.cameras):
+        if not cam.clips.enabled:
+            continue
+        try:
+            ids = labels.ids(
+                cam.clips.triggers.classes,
+                where=f"cameras[{i}].clips.triggers.classes",
+                camera=cam.name,
+            )
+        except ConfigError as exc:
+            problems += exc.problems
+            continue
+        out[cam.name] = ids or frozenset()
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def check_sink_classes(cfg: Config, labels: Labels) -> None:
+    """Refuse a sink's class filter that names no class of the model.
+
+    Sinks match classes by name per frame; an unknown name there would filter out every
+    detection without a word, so it is resolved against the labels once, here.
+
+    Raises:
+        ConfigError: one problem per unknown name, each naming ``sinks[i].classes[k]``.
+    """
+    problems: list[str] = []
+    for i, sink in enumerate(cfg.sinks):
+        try:
+            labels.ids(sink.class_filter, where=f"sinks[{i}].classes")
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(problems)

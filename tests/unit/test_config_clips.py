@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vidpipe.assemble import clip_trigger_classes
 from vidpipe.config import ConfigError, parse_config
 from vidpipe.labels import Labels
+from vidpipe.model import clip_trigger_classes
 
 BASE = """\
 model:
