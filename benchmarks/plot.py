@@ -9,6 +9,12 @@ from typing import Any
 
 from vidpipe.bench.report import measured_clips, pipelines
 
+#: the reference lines of a clip's plot: result key, legend name, line style
+_REFERENCE_LINES: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("ceiling_fps", "ceiling", {"color": "black", "linestyle": "--", "linewidth": 1}),
+    ("stage_bound_fps", "stage bound", {"color": "grey", "linestyle": ":", "linewidth": 1.5}),
+)
+
 
 def plot(doc: dict[str, Any], path: Path, labels: Mapping[str, str]) -> None:
     """fps vs cameras per clip, every contender, ceiling and stage bound as horizontal lines."""
@@ -39,22 +45,9 @@ def plot(doc: dict[str, Any], path: Path, labels: Mapping[str, str]) -> None:
                     linewidth=2.5 if contender == "vidpipe" else 1.5,
                 )
         ref = doc.get("references", {}).get(clip, {})
-        if ref.get("ceiling_fps"):
-            ax.axhline(
-                ref["ceiling_fps"],
-                color="black",
-                linestyle="--",
-                linewidth=1,
-                label=f"ceiling {ref['ceiling_fps']:.0f}",
-            )
-        if ref.get("stage_bound_fps"):
-            ax.axhline(
-                ref["stage_bound_fps"],
-                color="grey",
-                linestyle=":",
-                linewidth=1.5,
-                label=f"stage bound {ref['stage_bound_fps']:.0f}",
-            )
+        for key, name, style in _REFERENCE_LINES:
+            if ref.get(key):
+                ax.axhline(ref[key], label=f"{name} {ref[key]:.0f}", **style)
         ax.set_title(f"{clip} ({info['width']}x{info['height']})")
         ax.set_xlabel("cameras")
         ax.set_ylabel("frames inferred per second (all cameras)")
