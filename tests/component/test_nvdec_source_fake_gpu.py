@@ -12,7 +12,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import cv2
@@ -20,14 +19,15 @@ import numpy as np
 import pytest
 
 from tests.component.capture_rig import until
+from tests.component.test_nvdec_config_fake_gpu import _config
 from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDecodeError, FakeDemuxer
 from vidpipe.capture import CaptureWorker
 from vidpipe.capture.decoders import CaptureContext, decoder_kind
 from vidpipe.capture.nvdec import NvdecReader
-from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource, check_nvdec, nv12_to_bgr
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource, nv12_to_bgr
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.pyav_source import PyAVSource
-from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig, Config
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
 from vidpipe.schedule.hub import FrameHub
 from vidpipe.types import CameraState, DeviceImage, Frame
@@ -317,77 +317,6 @@ def test_a_device_picture_downloads_as_the_cpu_conversion_gives_it_fake_gpu() ->
 
 # -- config validation -------------------------------------------------------------------------
 
-MODEL = {"path": "m.onnx"}
-TORCH = {"type": "torch", "devices": [1, 2]}
-
-
-def _config(**over: Any) -> Config:
-    return Config.model_validate({"model": MODEL, **over})
-
-
-def test_nvdec_needs_the_torch_backend_naming_camera_and_path() -> None:
-    cams = [{"name": "a", "url": "a.mp4"}, {"name": "door", "url": "b.mp4", "decoder": "nvdec"}]
-    with pytest.raises(
-        ValueError,
-        match=r"cameras\[1\]\.decoder: camera 'door' decodes with "
-        r"nvdec.*inference type 'openvino' cannot take them",
-    ):
-        _config(cameras=cams)
-    with pytest.raises(ValueError, match=r"capture\.decoder: camera 'a' .*'tensorrt'"):
-        _config(
-            capture={"decoder": "nvdec"},
-            inference={"type": "tensorrt"},
-            cameras=cams[:1],
-        )
-
-
-def test_nvdec_gpu_must_be_an_inference_device() -> None:
-    cam = {"name": "door", "url": "b.mp4", "decoder": "nvdec"}
-    with pytest.raises(
-        ValueError,
-        match=r"capture|cameras\[0\]\.decoder: camera 'door' would "
-        r"decode on GPU 0, which is not in inference\.devices \[1, 2\]",
-    ):
-        _config(inference=TORCH, cameras=[cam])
-    with pytest.raises(ValueError, match=r"cameras\[0\]\.gpu: .*GPU 3"):
-        _config(inference=TORCH, cameras=[{**cam, "gpu": 3}])
-    ok = _config(inference=TORCH, cameras=[{**cam, "gpu": 2}])
-    assert ok.decoder_of(ok.cameras[0]) == "nvdec"
-    with pytest.raises(ValueError, match=r"cameras\[0\]\.gpu: camera 'a': gpu applies to nvdec"):
-        _config(inference=TORCH, cameras=[{"name": "a", "url": "a.mp4", "gpu": 1}])
-
-
-def test_start_up_refuses_nvdec_without_pynvvideocodec_fake_gpu(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import vidpipe.capture.nvdec_source as mod
-
-    cfg = _config(
-        inference={"type": "torch"},
-        cameras=[
-            {"name": "a", "url": "a.mp4"},
-            {"name": "door", "url": "b.mp4", "decoder": "nvdec"},
-        ],
-    )
-    monkeypatch.setattr(mod, "_nvdec_missing", lambda: "PyNvVideoCodec is not installed")
-    assert check_nvdec(cfg) == [
-        "cameras[1].decoder: camera 'door' decodes with nvdec, but PyNvVideoCodec is not installed"
-    ]
-    assert check_nvdec(_config(cameras=[{"name": "a", "url": "a.mp4"}])) == []
-    monkeypatch.setattr(mod, "_nvdec_missing", lambda: None)
-    assert check_nvdec(cfg) == []
-
-
-def test_without_the_library_the_reason_is_clear() -> None:
-    import importlib.util
-
-    from vidpipe.capture.nvdec_source import _nvdec_missing
-
-    if importlib.util.find_spec("PyNvVideoCodec") is not None:
-        pytest.skip("PyNvVideoCodec is installed here")
-    reason = _nvdec_missing()
-    assert reason is not None and "pip install pynvvideocodec" in reason
-
 
 @pytest.mark.timeout(20)
 def count_rejections(codec: FakeCodec) -> list[int]:
@@ -442,50 +371,6 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
     assert rig.metrics.registry.get_sample_value("vidpipe_nvdec_sessions") == 0, "closed"
     gpu0 = rig.metrics.registry.get_sample_value("vidpipe_gpu_memory_used_bytes", {"gpu": "0"})
     assert gpu0 is not None  # NaN here (no CUDA), bytes on a GPU
-
-
-def test_nvdec_refuses_the_motion_gate_naming_the_camera() -> None:
-    cam = {"name": "door", "url": "b.mp4", "decoder": "nvdec"}
-    with pytest.raises(ValueError, match=r"cameras\[0\]\.decoder: camera 'door' .*motion gate"):
-        _config(inference={"type": "torch"}, cameras=[{**cam, "motion": {"enabled": True}}])
-    with pytest.raises(ValueError, match=r"capture\.decoder: camera 'a' .*motion gate"):
-        _config(
-            inference={"type": "torch"},
-            capture={"decoder": "nvdec", "motion": {"enabled": True}},
-            cameras=[{"name": "a", "url": "a.mp4"}],
-        )
-    ok = _config(
-        inference={"type": "torch"},
-        capture={"motion": {"enabled": True}},
-        cameras=[{**cam, "motion": {"enabled": False}}, {"name": "cpu", "url": "a.mp4"}],
-    )
-    assert [ok.decoder_of(c) for c in ok.cameras] == ["nvdec", "pyav"]
-
-
-def test_vidpipe_check_reports_nvdec_cameras_that_cannot_start(
-    assets_dir: Path, tmp_path: Path
-) -> None:
-    """``vidpipe check``'s assembly (no fakes): here PyNvVideoCodec is absent, so the nvdec
-    camera is reported with its path and the reason, before any model is compiled."""
-    import importlib.util
-
-    from vidpipe.assemble import check
-
-    if importlib.util.find_spec("PyNvVideoCodec") is not None:
-        pytest.skip("PyNvVideoCodec is installed here")
-    clip = assets_dir / "videos" / "car-detection.mp4"
-    cfg = _config(
-        model={"path": str(tmp_path / "missing.onnx")},
-        inference={"type": "torch"},
-        cameras=[
-            {"name": "yard", "url": str(clip)},
-            {"name": "gate", "url": str(clip), "decoder": "nvdec"},
-        ],
-    )
-    problems = check(cfg)
-    assert len(problems) == 1, problems
-    assert problems[0].startswith("cameras[1].decoder: camera 'gate' decodes with nvdec, but ")
-    assert "pip install pynvvideocodec" in problems[0]
 
 
 def test_frame_pool_reuses_only_buffers_nobody_holds_fake_gpu() -> None:
