@@ -1,8 +1,9 @@
 """Render a stored result anew: ``python -m benchmarks.report RESULT.json [OUT_DIR]``.
 
 The summary and the study's analyses (references, targets, variants) are recomputed from the
-result's raw points and written back, so a report may be newer than the run that made it;
-then the Markdown and the PNG plot are written.
+result's raw points, so a report may be newer than the run that made it; the recomputed
+result, the Markdown and the PNG plot are written to OUT_DIR (default: beside RESULT.json,
+which is then rewritten).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["summary"] = summarize(doc["points"])
     for extension in extensions():
         extension.analyse(doc)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
     out_dir = Path(args[1]) if len(args) == 2 else path.parent
     out_dir.mkdir(parents=True, exist_ok=True)
+    # a stored result is evidence: rewritten in place only when asked to render it in place
+    (out_dir / path.name).write_text(json.dumps(doc, indent=1) + "\n")
     (out_dir / f"{path.stem}.md").write_text(markdown(doc))
     if not measured_clips(doc):
         return 0  # density only: nothing to plot
