@@ -357,9 +357,11 @@ def test_status_page_plays_the_clip_and_shows_its_crop_in_chromium(
             "the seek to the trigger",
         )
         browser.execute_script("document.getElementById('clips').scrollIntoView()")
-        docs = repo_root / "docs"
-        docs.mkdir(exist_ok=True)
-        browser.save_screenshot(str(docs / "clips-status-page.png"))
+        # beside the other pages' screenshots; docs/clips-status-page.png is one of these,
+        # copied by hand when the page changes (a test run never edits the checkout)
+        artifacts = repo_root / "test-artifacts"
+        artifacts.mkdir(exist_ok=True)
+        browser.save_screenshot(str(artifacts / "clips-status-page.png"))
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]
 
 
