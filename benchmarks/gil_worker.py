@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.gil_handover import Params, _batcher, native_call, python_work, quantile_ms
+from benchmarks.gil_model import Params, _batcher, native_call, python_work, quantile_ms
 from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
