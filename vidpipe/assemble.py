@@ -42,7 +42,7 @@ from vidpipe.model import (
 )
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.reload import ConfigDiff, active_cameras, running_inference
+from vidpipe.reload import ConfigDiff, active_cameras, paused_cameras, running_inference
 from vidpipe.schedule.hub import FrameHub, Mailbox
 from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
@@ -51,9 +51,9 @@ from vidpipe.sinks.live import LiveView
 from vidpipe.stages import chain
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import CameraState, FrameResult
-from vidpipe.web import RouteInstaller, WebServer, build_app
 from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.live import LiveRoutes
+from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,7 @@ class Pipeline:
         self.capture = CaptureContext()
         self.capture_phase: Literal["free", "aligned"] = "free"
         self.workers: dict[str, CaptureWorker] = {}
+        self.paused: set[str] = set()  # owned cameras with no worker, shown as paused
         self._boxes: dict[str, Mailbox] = {}
         self.scheduler: Scheduler | None = None
         self.sinks: SinkPool | None = None
@@ -255,6 +256,7 @@ class Pipeline:
         self.scheduler.start(self.hub)
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
+        self._set_paused(set(paused_cameras(cfg, self.shard)))
 
     def _live_view(self) -> list[Sink]:
         """The live view: a sink of annotated frames and its HTTP routes."""
@@ -267,7 +269,7 @@ class Pipeline:
         )
         routes = LiveRoutes(
             live,
-            lambda: list(self.workers),  # the running cameras: shards and reloads change them
+            self.listed_cameras,  # shards, reloads and the API change them
             self.capture_stats,
             self.metrics,
             live_cfg,
@@ -278,7 +280,14 @@ class Pipeline:
 
     def _start_web(self) -> None:
         http = self.cfg.http
-        app = build_app(self.metrics, self.health, http.token, self.web_installers)
+        app = build_app(
+            self.metrics,
+            self.health,
+            http.token,
+            self.web_installers,
+            admin_token=http.admin_token,
+            loopback=is_loopback(http.host),
+        )
         self._web = WebServer(app, http.host, http.port)
         self.http_port = self._web.start()
         log.info(
@@ -344,14 +353,31 @@ class Pipeline:
         if forget:  # no stale "camera down" series for a camera that was removed
             self.metrics.forget_camera(name)
 
+    def listed_cameras(self) -> list[str]:
+        """The cameras this process shows: running or paused, in config order."""
+        shown = {*self.workers, *self.paused}
+        return [c.name for c in self.cfg.cameras if c.name in shown]
+
+    def _set_paused(self, paused: set[str]) -> None:
+        """Report ``paused`` for the newly paused cameras; forget the series of cameras
+        that were paused and are now gone (a resumed one reports its worker's state)."""
+        for name in self.paused - paused - set(self.workers):
+            self.metrics.forget_camera(name)
+        for name in sorted(paused - self.paused):
+            self.metrics.camera(name).set_state(CameraState.PAUSED)
+            self._camera_state(name, CameraState.PAUSED)
+        self.paused = paused
+
     def _camera_state(self, name: str, state: CameraState) -> None:
         """A capture worker changed state (on a capture thread): tell the sinks that listen."""
         for listener in self._listeners:
             listener.camera_state(name, state)
 
     def capture_stats(self) -> dict[str, dict[str, Any]]:
-        """``CaptureWorker.stats()`` of every running camera (for the live view)."""
-        return {name: w.stats() for name, w in list(self.workers.items())}
+        """``CaptureWorker.stats()`` of every running camera, ``{"state": "paused"}`` of
+        every paused one (for the live view and the control API)."""
+        stats: dict[str, dict[str, Any]] = {n: {"state": "paused"} for n in list(self.paused)}
+        return {**stats, **{name: w.stats() for name, w in list(self.workers.items())}}
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""
@@ -376,10 +402,13 @@ class Pipeline:
             for name, rules in plan.rules.items():
                 self.scheduler.set_rules(name, rules)
         timeout_s = cfg.shutdown_timeout_s
+        paused = set(paused_cameras(cfg, self.shard))
         for name in diff.stop + diff.restart:
-            self.stop_camera(name, timeout_s, forget=name in diff.stop)
+            # a paused camera keeps its series: its state gauge says paused
+            self.stop_camera(name, timeout_s, forget=name in diff.stop and name not in paused)
         for name in diff.restart + diff.start:
             self.start_camera(name)
+        self._set_paused(paused)
 
     def _swap_scheduler(self, plan: InferencePlan) -> None:
         """Start a new scheduler on the hub, then stop and close the old one.

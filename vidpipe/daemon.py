@@ -15,8 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from vidpipe import redact
+from vidpipe.api import ApiRoutes, CameraControl
 from vidpipe.assemble import Pipeline, log_model, plan_inference
 from vidpipe.capture.native_stderr import route_stdout
 from vidpipe.capture.worker import CaptureWorker
@@ -42,14 +44,21 @@ class Daemon:
         metrics: Metrics | None = None,
         shard: Shard | None = None,
         http_port: int | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.http_port_override = http_port  # `run --http-port`, kept across reloads
         self.cfg = with_http_port(cfg, http_port)
+        # the file SIGHUP and the control API re-read; None: the API cannot keep a change
+        self.config_path = config_path
+        # one change at a time: a SIGHUP reload and the control API's requests
+        self.reload_lock = threading.Lock()
         self.shard = shard  # None: every camera; else only the cameras this shard owns
         self.metrics = metrics or Metrics()
         self.stop_event = threading.Event()
         self.health = Health(stall_after_s=max(30.0, 4 * cfg.capture.stall_timeout_s))
         self.pipeline = Pipeline(self.cfg, self.metrics, self.health, shard, self._device_lost)
+        if self.cfg.http.enabled:
+            self.pipeline.web_installers.append(ApiRoutes(CameraControl(self)).install)
         self._signals = 0
         self.reload_requested = threading.Event()  # SIGHUP; handled on the main thread
         self._rate = _RateMeter()
@@ -138,10 +147,24 @@ class Daemon:
         self.pipeline.apply(self.cfg, diff, plan)
         return diff
 
+    def load(self, dropins: dict[str, str | None] | None = None) -> Config:
+        """The config file and its drop-ins as they are now (``dropins`` replaced, see
+        ``load_config``), with ``--http-port`` applied. Raises ConfigError."""
+        if self.config_path is None:
+            raise ConfigError(["no config file to re-read"])
+        return with_http_port(
+            load_config(self.config_path, dropins=dropins), self.http_port_override
+        )
+
+    def capture_stats(self) -> dict[str, dict[str, Any]]:
+        """The running and paused cameras' capture figures (``Pipeline.capture_stats``)."""
+        return self.pipeline.capture_stats()
+
     def reload_from(self, path: Path) -> bool:
         """Re-read ``path`` and apply it; on any problem log it and keep the old config."""
         try:
-            diff = self.reload(with_http_port(load_config(path), self.http_port_override))
+            with self.reload_lock:
+                diff = self.reload(with_http_port(load_config(path), self.http_port_override))
         except (ConfigError, BackendError) as exc:
             log.error(
                 "reload rejected, still running the previous config: %s",
@@ -222,7 +245,7 @@ def run(
     # Nothing of the daemon's own goes to stdout, but PyNvVideoCodec prints its error lines
     # there: routed through the redacting reader too once nvdec cameras load it.
     route_stdout()
-    daemon = Daemon(cfg, shard=shard, http_port=http_port)
+    daemon = Daemon(cfg, shard=shard, http_port=http_port, config_path=config_path)
     notifier = Notifier.from_env()
     daemon.install_signal_handlers()
     try:

@@ -4,7 +4,8 @@ Only the difference is applied, so that cameras the edit did not touch keep stre
 a gap in their frame sequence:
 
 * a camera that is new (or newly enabled, or newly assigned to this shard) starts;
-* a camera that is gone (or disabled) stops; its frames already in inference finish;
+* a camera that is gone (or disabled, or paused) stops; its frames already in inference
+  finish; a paused camera stays listed, in state ``paused``, and starts again on resume;
 * a camera whose settings changed restarts alone; so does every camera when the shared
   ``capture:`` defaults change;
 * a change to a camera's ``tracking``, ``zones`` or ``lines`` alone restarts nothing: the
@@ -27,13 +28,25 @@ RESTART_ONLY_SECTIONS = ("http", "sinks", "logging")
 _INFERENCE_SECTIONS = ("model", "scheduler")
 
 
-def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
-    """The enabled cameras this process runs, by name, in config order."""
+def owned_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
+    """The enabled cameras this process owns, running or paused, by name, in config order.
+
+    Paused cameras count in the shard assignment: pausing one moves no other camera."""
     enabled = {c.name: c for c in cfg.cameras if c.enabled}
     if shard is None:
         return enabled
     balanced = cfg.sharding.assignment == "balanced"
     return {name: enabled[name] for name in shard.select(list(enabled), balanced)}
+
+
+def active_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
+    """The cameras this process runs (owned and not paused), by name, in config order."""
+    return {n: c for n, c in owned_cameras(cfg, shard).items() if not c.paused}
+
+
+def paused_cameras(cfg: Config, shard: Shard | None) -> tuple[str, ...]:
+    """The cameras this process owns but does not run: shown as ``paused``."""
+    return tuple(n for n, c in owned_cameras(cfg, shard).items() if c.paused)
 
 
 def running_inference(cfg: Config, shard: Shard | None) -> InferenceConfig:

@@ -27,12 +27,16 @@ class CameraState(enum.Enum):
         CONNECTING -> STREAMING | BACKOFF | STOPPED
         STREAMING  -> BACKOFF | STOPPED | CONNECTING
         BACKOFF    -> CONNECTING | STOPPED
+
+    ``PAUSED`` is never a worker's: a paused camera has no worker, and the pipeline reports
+    this state for it (metrics, status page, MQTT) until it is resumed or removed.
     """
 
     CONNECTING = "connecting"
     STREAMING = "streaming"
     BACKOFF = "backoff"
     STOPPED = "stopped"
+    PAUSED = "paused"
 
 
 @dataclass(frozen=True, slots=True)

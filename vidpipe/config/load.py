@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from vidpipe import redact
 from vidpipe.config.base import ConfigError, ConfigModel
+from vidpipe.config.dropins import dropin_files
 from vidpipe.config.registry import BACKENDS, SINKS
 from vidpipe.config.schema import Config
 
@@ -290,9 +291,14 @@ def _describe(err: Any) -> tuple[Path_, str]:
     return loc, msg
 
 
-def _where(loc: Path_, lines: dict[Path_, int]) -> str:
+def _where(loc: Path_, lines: dict[Path_, int], labels: dict[int, str]) -> str:
+    """``cameras[2].url (line 9)``; a drop-in's camera by its file and name:
+    ``cameras.d/door.yaml: cameras[name=door].url (line 2)``."""
     line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
-    return _fmt_path(loc) + (f" (line {line})" if line else "")
+    where = _fmt_path(loc)
+    if len(loc) >= 2 and loc[0] == "cameras" and isinstance(loc[1], int) and loc[1] in labels:
+        where = labels[loc[1]] + _fmt_path(("x", *loc[2:]))[1:]  # the rest after "x"
+    return where + (f" (line {line})" if line else "")
 
 
 def _closest(name: str, options: Iterable[str]) -> str:
@@ -300,14 +306,16 @@ def _closest(name: str, options: Iterable[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-def _validation_problems(exc: ValidationError, lines: dict[Path_, int]) -> list[str]:
+def _validation_problems(
+    exc: ValidationError, lines: dict[Path_, int], labels: dict[int, str]
+) -> list[str]:
     """One line per path; a union's alternatives ("a string", "an integer") joined by 'or'."""
     merged: dict[Path_, list[str]] = {}
     for err in exc.errors():
         loc, msg = _describe(err)
         if msg not in merged.setdefault(loc, []):
             merged[loc].append(msg)
-    return [f"{_where(loc, lines)}: {'; or '.join(msgs)}" for loc, msgs in merged.items()]
+    return [f"{_where(loc, lines, labels)}: {'; or '.join(msgs)}" for loc, msgs in merged.items()]
 
 
 def _check_depth(text: str) -> None:
@@ -328,12 +336,8 @@ def _check_depth(text: str) -> None:
             depth -= 1
 
 
-def parse_config(text: str, source: str = "config", env: dict[str, str] | None = None) -> Config:
-    """Parse and validate YAML text. Raises ConfigError listing every problem.
-
-    The secrets found (credentials read, URL passwords, fields marked secret) are registered
-    with ``vidpipe.redact`` here, explicitly: parsing itself has no side effects.
-    """
+def _compose(text: str, source: str, env: dict[str, str] | None) -> tuple[Any, _Builder]:
+    """YAML text as plain data (``${...}`` replaced) and the builder holding its lines."""
     env = dict(os.environ) if env is None else env
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError([f"<root>: larger than {MAX_CONFIG_BYTES} bytes"], source)
@@ -355,13 +359,29 @@ def parse_config(text: str, source: str = "config", env: dict[str, str] | None =
     if builder.problems:
         raise ConfigError(builder.problems, source)
     if not isinstance(data, dict):
-        raise ConfigError([f"<root>: expected a mapping of sections, got {_kind(data)}"], source)
+        raise ConfigError([f"<root>: expected a mapping, got {_kind(data)}"], source)
+    return data, builder
+
+
+def _validate(
+    data: dict[str, Any], lines: dict[Path_, int], source: str, labels: dict[int, str]
+) -> Config:
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_validation_problems(exc, builder.lines), source) from None
+        raise ConfigError(_validation_problems(exc, lines, labels), source) from None
     register_secrets(cfg.secrets())
     return cfg
+
+
+def parse_config(text: str, source: str = "config", env: dict[str, str] | None = None) -> Config:
+    """Parse and validate YAML text. Raises ConfigError listing every problem.
+
+    The secrets found (credentials read, URL passwords, fields marked secret) are registered
+    with ``vidpipe.redact`` here, explicitly: parsing itself has no side effects.
+    """
+    data, builder = _compose(text, source, env)
+    return _validate(data, builder.lines, source, {})
 
 
 def register_secrets(secrets: Iterable[str]) -> None:
@@ -370,21 +390,74 @@ def register_secrets(secrets: Iterable[str]) -> None:
         redact.register_secret(secret)
 
 
-def load_config(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Config:
-    """Read, substitute and validate a YAML config file. Raises ConfigError."""
-    p = Path(path)
+def read_text(path: Path) -> str:
+    """A config file's text (bounded read: the path may be a pipe or /dev/zero).
+
+    Raises:
+        ConfigError: the file cannot be read, is too large or is not UTF-8.
+    """
     try:
-        with p.open("rb") as f:  # bounded read: the path may be a pipe or /dev/zero
+        with path.open("rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([f"cannot read config: {reason}"], str(p)) from None
+        raise ConfigError([f"cannot read config: {reason}"], str(path)) from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError([f"<root>: larger than {MAX_CONFIG_BYTES} bytes"], str(p))
+        raise ConfigError([f"<root>: larger than {MAX_CONFIG_BYTES} bytes"], str(path))
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         problem = f"line {line}: not UTF-8 text (byte {raw[exc.start]:#04x})"
-        raise ConfigError([problem], str(p)) from None
-    return parse_config(text, str(p), env)
+        raise ConfigError([problem], str(path)) from None
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    env: dict[str, str] | None = None,
+    dropins: Mapping[str, str | None] | None = None,
+) -> Config:
+    """Read, substitute and validate a YAML config file and its camera drop-ins.
+
+    The drop-ins (``cameras.d/<name>.yaml`` beside the file, one camera each, see
+    ``vidpipe.config.dropins``) come after the file's own cameras, sorted by name.
+    ``dropins`` replaces drop-ins before validation without touching the disk: camera name
+    -> YAML text, or None for no drop-in (the control API checks a change this way, through
+    the very code a restart will run).
+
+    Raises:
+        ConfigError: every problem, each with its file, YAML path and line where known.
+    """
+    p = Path(path)
+    data, builder = _compose(read_text(p), str(p), env)
+    texts = {n: (str(f), read_text(f)) for n, f in dropin_files(p).items()}
+    for name, text in (dropins or {}).items():  # the API's change, checked before it is written
+        if text is None:
+            texts.pop(name, None)
+        else:
+            texts[name] = ("request body", text)
+    if not texts:
+        return _validate(data, builder.lines, str(p), {})
+    main = data.get("cameras")
+    cameras = list(main) if isinstance(main, list) else []
+    main_names = {c.get("name"): i for i, c in enumerate(cameras) if isinstance(c, dict)}
+    lines, labels, problems = dict(builder.lines), {}, []
+    for name, (where, text) in sorted(texts.items()):
+        if name in main_names:
+            problems.append(
+                f"{where}: camera {name!r} is also defined in {p} (cameras[{main_names[name]}]):"
+                " keep one of them"
+            )
+            continue
+        cam, cam_builder = _compose(text, where, env)
+        if cam.setdefault("name", name) != name:
+            problems.append(f"{where}: name: {cam['name']!r} does not match the file's {name!r}")
+            continue
+        index = len(cameras)
+        cameras.append(cam)
+        labels[index] = f"{where}: cameras[name={name}]"
+        if where != "request body":  # a body's lines are those of our own YAML dump of it
+            lines.update({("cameras", index, *k): v for k, v in cam_builder.lines.items()})
+    if problems:
+        raise ConfigError(problems, str(p))
+    return _validate({**data, "cameras": cameras}, lines, str(p), labels)

@@ -164,6 +164,11 @@ class CameraConfig(ConfigModel):
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
+    paused: bool = Field(
+        False,
+        description="capture and inference stopped, the camera still listed (state paused); "
+        "what POST /api/v1/cameras/{name}/pause sets",
+    )
     decoder: Decoder | None = Field(None, description="this camera's decoder (capture.decoder)")
     gpu: int | None = Field(
         None,
@@ -245,6 +250,14 @@ class HttpConfig(ConfigModel):
         min_length=16,
         description="bearer token required on every endpoint but /healthz and /readyz; "
         "use ${file:NAME} or ${VAR} so it stays out of the file",
+        json_schema_extra=SECRET,
+    )
+    admin_token: str | None = Field(
+        None,
+        min_length=16,
+        description="bearer token that may also change cameras through /api/v1 (http.token "
+        "may only read); without it, writes are allowed only with no token at all on a "
+        "loopback host. Use ${file:NAME} or ${VAR}",
         json_schema_extra=SECRET,
     )
     live: LiveViewConfig = Field(

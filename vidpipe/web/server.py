@@ -2,9 +2,15 @@
 
 It binds to 127.0.0.1 unless told otherwise. With a token configured, every route except the
 two probes and ``/login`` needs ``Authorization: Bearer <token>``, or the ``vidpipe_token``
-cookie that the live view's ``/login`` sets for browsers; both comparisons run in constant
+cookie that the live view's ``/login`` sets for browsers; every comparison runs in constant
 time (``hmac.compare_digest``). The probes stay open so that container and cluster health
 checks work without the secret; they reveal only "ok" or the reason for not being ok.
+
+Two tokens: ``http.token`` reads, ``http.admin_token`` reads and writes. A write (any method
+but GET, HEAD and OPTIONS) needs the admin token in the Authorization header: never the
+cookie, so that a page on another site cannot make a logged-in browser change cameras. With
+no token at all, writes are allowed on a loopback bind only (the default development setup);
+otherwise, without an admin token, they are refused with a message saying to set one.
 
 Features add their routes through ``RouteInstaller`` callables, so this module knows nothing
 about them.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -35,28 +42,52 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/login"})
 TOKEN_COOKIE = "vidpipe_token"
 
 
-def _bearer_middleware(token: str) -> Middleware:
-    expected = f"Bearer {token}".encode()
-    expected_cookie = token.encode()
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _matches(given: str | None, secret: str | None) -> bool:
+    if given is None or secret is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode())
+
+
+def _unauthorized() -> web.Response:
+    return web.json_response(
+        {"error": "missing or wrong bearer token"},
+        status=401,
+        headers={"WWW-Authenticate": 'Bearer realm="vidpipe"'},
+    )
+
+
+def _auth_middleware(token: str | None, admin_token: str | None, loopback: bool) -> Middleware:
+    """Reads: ``token`` or ``admin_token`` (header or cookie); writes: ``admin_token`` in
+    the header only."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
-            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            cookie = request.cookies.get(TOKEN_COOKIE)
-            ok = hmac.compare_digest(given, expected) or (
-                cookie is not None
-                and hmac.compare_digest(cookie.encode("utf-8", "replace"), expected_cookie)
-            )
-            if not ok:
-                if request.path == "/":
-                    raise web.HTTPSeeOther("/login")  # a browser: ask for the token
-                return web.json_response(
-                    {"error": "missing or wrong bearer token"},
-                    status=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="vidpipe"'},
-                )
-        return await handler(request)
+        if request.path in OPEN_PATHS:
+            return await handler(request)
+        header = request.headers.get("Authorization")
+        bearer = header.removeprefix("Bearer ") if header and header.startswith("Bearer ") else None
+        admin = _matches(bearer, admin_token)
+        reader = admin or _matches(bearer, token)
+        if not reader and token is not None:  # the cookie a browser got from /login
+            reader = _matches(request.cookies.get(TOKEN_COOKIE), token)
+        if request.method in SAFE_METHODS:
+            if reader or (token is None and admin_token is None):
+                return await handler(request)
+            if request.path == "/":
+                raise web.HTTPSeeOther("/login")  # a browser: ask for the token
+            return _unauthorized()
+        if admin or (token is None and admin_token is None and loopback):
+            return await handler(request)
+        if not reader and (token is not None or admin_token is not None):
+            return _unauthorized()
+        why = "this token may only read" if reader and admin_token else "writes are refused"
+        return web.json_response(
+            {"error": f"{why}: changes need http.admin_token, sent as 'Authorization: Bearer'"},
+            status=403,
+        )
 
     return check
 
@@ -66,9 +97,14 @@ def build_app(
     health: Health,
     token: str | None = None,
     installers: Sequence[RouteInstaller] = (),
+    *,
+    admin_token: str | None = None,
+    loopback: bool = True,
 ) -> web.Application:
-    """The aiohttp application with the core routes and every installer's routes."""
-    app = web.Application(middlewares=[_bearer_middleware(token)] if token else [])
+    """The aiohttp application with the core routes and every installer's routes.
+
+    ``loopback``: the server binds to a loopback address only (writes without any token)."""
+    app = web.Application(middlewares=[_auth_middleware(token, admin_token, loopback)])
 
     async def metrics_handler(_request: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
@@ -90,6 +126,16 @@ def build_app(
     for install in installers:
         install(app)
     return app
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
 
 
 class WebServer:

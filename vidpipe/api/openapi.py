@@ -1,0 +1,150 @@
+"""The control API's OpenAPI 3.1 document, generated from the config models.
+
+OpenAPI 3.1 takes JSON Schema 2020-12 as its schema dialect, which is what pydantic's
+``model_json_schema`` writes: the request bodies are the very models the YAML is validated
+with, so the document cannot drift from the loader. Nothing here is written by hand but the
+list of paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import models_json_schema
+
+from vidpipe.config import CameraConfig, Config
+
+_REF = "#/components/schemas/{model}"
+
+
+class CameraView(BaseModel):
+    """A camera as the API shows it: its config (secrets masked) and its live state."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    etag: str = Field(description="send it back in If-Match to change this version only")
+    source: Literal["main", "api"] = Field(
+        description="main: the main config file (read-only here); api: a cameras.d/ drop-in"
+    )
+    file: str = Field(description="the file that defines the camera")
+    state: str = Field(
+        description="connecting, streaming, backoff, stopped, paused, disabled, other shard"
+    )
+    paused: bool
+    fps: float = Field(description="frames per second decoded, recently")
+    config: CameraConfig
+
+
+class CameraList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cameras: list[CameraView]
+
+
+class Problem(BaseModel):
+    """Every error: a message and, for an invalid config, one line per problem with its
+    path (``cameras[name=door].zones[0].points: ...``), as ``vidpipe check`` prints them."""
+
+    error: str
+    problems: list[str] = Field(default_factory=list)
+
+
+_ERRORS = {
+    "401": "no token, or a wrong one",
+    "403": "the token may only read, or writes are off (set http.admin_token)",
+    "404": "no such camera",
+    "409": "the camera is defined in the main config file, which the API never rewrites",
+    "412": "If-Match does not match the camera's current ETag",
+    "422": "the body is not a valid camera (nothing changed)",
+}
+
+
+def _json(ref: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
+
+
+def _op(summary: str, ok: tuple[str, str, str | None], errors: str, **extra: Any) -> Any:
+    status, what, model = ok
+    responses: dict[str, Any] = {status: {"description": what}}
+    if model:
+        responses[status]["content"] = _json(model)
+        if model == "CameraView":
+            responses[status]["headers"] = {"ETag": {"schema": {"type": "string"}}}
+    for code in errors.split():
+        responses[code] = {"description": _ERRORS[code], "content": _json("Problem")}
+    return {"summary": summary, "responses": responses, **extra}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document of ``/api/v1``."""
+    _, schemas = models_json_schema(
+        [
+            (CameraConfig, "validation"),
+            (CameraView, "serialization"),
+            (CameraList, "serialization"),
+            (Problem, "serialization"),
+            (Config, "serialization"),
+        ],
+        ref_template=_REF,
+    )
+    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+    if_match = {"name": "If-Match", "in": "header", "required": False}
+    if_match["schema"] = {"type": "string"}
+    view = ("200", "the camera", "CameraView")
+    write = {"parameters": [name, if_match]}
+    camera_body = {"required": True, "content": _json("CameraConfig")}
+    patch_body = {
+        "required": True,
+        "content": {"application/merge-patch+json": {"schema": {"type": "object"}}},
+    }
+    paths = {
+        "/config": {
+            "get": _op("the running config, secrets masked", ("200", "config", "Config"), "401")
+        },
+        "/cameras": {"get": _op("every camera", ("200", "cameras", "CameraList"), "401")},
+        "/cameras/{name}": {
+            "get": _op("one camera", view, "401 404", parameters=[name]),
+            "put": _op(
+                "create or replace a camera",
+                ("200", "replaced (201: created)", "CameraView"),
+                "401 403 409 412 422",
+                requestBody=camera_body,
+                **write,
+            ),
+            "patch": _op(
+                "merge a change (RFC 7396)",
+                view,
+                "401 403 404 409 412 422",
+                requestBody=patch_body,
+                **write,
+            ),
+            "delete": _op(
+                "remove a camera and its drop-in",
+                ("204", "removed", None),
+                "401 403 404 409 412 422",
+                **write,
+            ),
+        },
+        "/cameras/{name}/pause": {
+            "post": _op("stop capture and inference", view, "401 403 404 409 412 422", **write)
+        },
+        "/cameras/{name}/resume": {
+            "post": _op("start again", view, "401 403 404 409 412 422", **write)
+        },
+    }
+    paths["/cameras/{name}"]["put"]["responses"]["201"] = {
+        "description": "created",
+        "content": _json("CameraView"),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "vidpipe control API", "version": "1"},
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}, {}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas["$defs"],
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
