@@ -6,12 +6,14 @@ that a restart runs, and are guarded by ETags and the admin token.
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.conftest import free_port, metric, wait_for
 from tests.integration.test_daemon_e2e import read_jsonl
@@ -107,3 +109,71 @@ def test_twenty_cameras_added_through_the_api_touch_none_of_the_four(
     for n in names:  # backpressure: every frame a file camera decoded was inferred, in order
         s = rows[n]
         assert s == list(range(s[0], s[0] + len(s))), f"{n}: a gap in its frame sequence"
+
+
+def test_changes_persist_as_dropins_guarded_by_etags_and_tokens(
+    assets_dir: Path, tmp_path: Path, run_daemon: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    password = "Cam-Canary-Pass-4242"
+    monkeypatch.setenv("CAM_PASSWORD", password)  # the daemon's environment: ${CAM_PASSWORD}
+    port, out = free_port(), tmp_path / "results.jsonl"
+    config = {**base_config(assets_dir, port, out), "cameras": [file_camera(assets_dir, "main")]}
+    daemon = run_daemon(config)
+    wait_for(lambda: scrape(port), 120, "the daemon to serve")
+    rtsp = {"name": "door", "url": "rtsp://viewer:${CAM_PASSWORD}@127.0.0.1:9/door"}
+    # auth: no token 401, the read token 403, and nothing is written
+    assert call(port, "PUT", "/cameras/door", rtsp, token=None)[0] == 401
+    status, _, err = call(port, "PUT", "/cameras/door", rtsp, token=READER)
+    assert status == 403 and "admin_token" in err["error"]
+    assert not (tmp_path / "cameras.d").exists()
+    # a bad body: 422 with the loader's path-style message, nothing changes
+    bad = {"name": "door", "url": "x.mp4", "zones": [{"name": "z", "points": [[0, 0]]}]}
+    status, _, err = call(port, "PUT", "/cameras/door", bad)
+    assert status == 422 and any(
+        p.startswith("request body: cameras[name=door].zones[0].points") for p in err["problems"]
+    ), err
+    assert call(port, "PUT", "/cameras/door", {**rtsp, "name": "other"})[0] == 422
+    assert call(port, "GET", "/cameras/nope", token=READER)[0] == 404
+    status, _, err = call(port, "DELETE", "/cameras/main")
+    assert status == 409 and str(daemon.config_path) in err["error"]
+    # create, then pause: the drop-in keeps the reference, never the password
+    status, head, view = call(port, "PUT", "/cameras/door", rtsp)
+    assert status == 201 and view["config"]["url"] == "rtsp://viewer:***@127.0.0.1:9/door"
+    dropin = tmp_path / "cameras.d" / "door.yaml"
+    assert "${CAM_PASSWORD}" in dropin.read_text() and password not in dropin.read_text()
+    status, _, err = call(port, "POST", "/cameras/door/pause", If_Match='"stale"')
+    assert status == 412, err
+    status, _, view = call(port, "POST", "/cameras/door/pause", If_Match=head["ETag"])
+    assert status == 200 and view["paused"] and view["state"] == "paused"
+    assert metric(scrape(port), "vidpipe_camera_state", camera="door", state="paused") == 1
+    # two clients change two cameras at once: both succeed
+    results: list[int] = []
+
+    def add(name: str) -> None:
+        results.append(call(port, "PUT", f"/cameras/{name}", file_camera(assets_dir, name))[0])
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in ("yard", "gate")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(results) == [201, 201]
+    assert call(port, "PATCH", "/cameras/gate", {"detect_fps": 2})[2]["config"]["detect_fps"] == 2
+    assert call(port, "DELETE", "/cameras/yard")[0] == 204
+    assert not (tmp_path / "cameras.d" / "yard.yaml").exists()
+    _, _, before = call(port, "GET", "/config", token=READER)
+    for secret in (password, ADMIN, READER):
+        assert secret not in json.dumps(before)
+    openapi = call(port, "GET", "/openapi.json", token=READER)[2]
+    assert openapi["openapi"].startswith("3.1") and "CameraConfig" in json.dumps(openapi)
+    assert daemon.terminate(60) == 0
+    log = daemon.log()
+    for secret in (password, ADMIN, READER):
+        assert secret not in log
+    # a restart from the same file runs exactly what the API last said
+    again = run_daemon(config)
+    wait_for(lambda: scrape(port), 120, "the restarted daemon to serve")
+    _, _, after = call(port, "GET", "/config", token=READER)
+    assert after == before
+    assert yaml.safe_load(again.config_path.read_text())["cameras"] == config["cameras"]
+    assert again.terminate(60) == 0
