@@ -29,6 +29,7 @@ import numpy as np
 from vidpipe.capture.decoders import CaptureContext, check_decoders
 from vidpipe.capture.worker import CaptureWorker, StateCallback
 from vidpipe.clips import ClipRecorder
+from vidpipe.events import EventStore
 from vidpipe.config import CameraConfig, CaptureConfig, Config, ConfigError, register_secrets
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
@@ -52,6 +53,7 @@ from vidpipe.stages import chain
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import CameraState, FrameResult
 from vidpipe.web.clips import ClipRoutes
+from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
 from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
 
@@ -237,6 +239,7 @@ class Pipeline:
         """Start the HTTP server, the sinks, tracking, the scheduler and the cameras."""
         cfg = self.cfg
         extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
+        extra += self._event_store() if cfg.events_enabled() else []
         if cfg.http.enabled:
             routes = ClipRoutes(self.clips.camera_dirs)
             self.web_installers.append(routes.install)
@@ -257,6 +260,21 @@ class Pipeline:
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
         self._set_paused(set(paused_cameras(cfg, self.shard)))
+
+    def _event_store(self) -> list[Sink]:
+        """The event store: a sink of zone, line and clip events, and its query route."""
+        ev = self.cfg.events
+        store = EventStore(
+            Path(ev.path),
+            self.metrics,
+            max_age_days=ev.max_age_days,
+            queue_size=ev.queue_size,
+            clip_dirs=self.clips.camera_dirs,
+        )
+        log.info("event store: %s", store.path)
+        if self.cfg.http.enabled:
+            self.web_installers.append(EventRoutes(store.path).install)
+        return [store]
 
     def _live_view(self) -> list[Sink]:
         """The live view: a sink of annotated frames and its HTTP routes."""

@@ -32,6 +32,11 @@ DROP_REASONS = (
 
 CLIP_FAILURES = ("disk_full", "dir_missing", "write_error", "no_keyframe")
 CLIP_DROPS = ("queue_full", "shutdown")
+EVENT_DROPS = (
+    "queue_full",  # the event store's writer was behind (its queue holds events.queue_size)
+    "shutdown",  # still queued, or not yet committed, when the store closed
+    "rejected",  # SQLite refused the batch for a reason other than the disk (never retried)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,7 @@ class Metrics:
         self._define_sink_delivery_metrics(r)
         self._define_live_view_metrics(r)
         self._define_clip_metrics(r)
+        self._define_event_metrics(r)
         self._cameras: dict[str, CameraMetrics] = {}
         self._lock = threading.Lock()
 
@@ -332,6 +338,34 @@ class Metrics:
             "vidpipe_clip_write_seconds",
             "Time to remux and write one clip with its crops and sidecar",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+
+    def _define_event_metrics(self, r: CollectorRegistry) -> None:
+        """The event store (``vidpipe.events``); drop reasons are listed in ``EVENT_DROPS``."""
+        self.events_stored = Counter(
+            "vidpipe_events_stored",
+            "Events committed to the event store (acknowledged: they survive a crash)",
+            ["kind"],
+            registry=r,
+        )
+        self.events_dropped = Counter(
+            "vidpipe_events_dropped",
+            "Events the event store did not keep (queue_full, shutdown, rejected)",
+            ["reason"],
+            registry=r,
+        )
+        self.events_write_failures = Counter(
+            "vidpipe_events_write_failures",
+            "Failed event store transactions (disk full, I/O error); the batch is retried",
+            registry=r,
+        )
+        self.events_queue_depth = Gauge(
+            "vidpipe_events_queue_depth", "Events waiting for the event store's writer", registry=r
+        )
+        self.events_deleted = Counter(
+            "vidpipe_events_deleted",
+            "Events deleted by retention (events.max_age_days)",
             registry=r,
         )
 

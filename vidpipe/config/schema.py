@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vidpipe.config.base import SECRET, ConfigModel
 from vidpipe.config.clips import ClipsConfig, merge_clip_defaults
+from vidpipe.config.events import EventsConfig
 from vidpipe.config.inference import GpuConfig, InferenceConfig, ModelConfig, OpenVINOConfig
 from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
@@ -285,6 +286,9 @@ class Config(ConfigModel):
     clips: ClipsConfig = Field(
         default_factory=ClipsConfig, description="event clips: every camera's defaults"
     )
+    events: EventsConfig = Field(
+        default_factory=EventsConfig, description="the event store: zone, line and clip events"
+    )
     cameras: list[CameraConfig] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -295,6 +299,13 @@ class Config(ConfigModel):
         if isinstance(inference, dict) and "type" not in inference:
             data = {**data, "inference": {"type": "openvino", **inference}}
         return data
+
+    def events_enabled(self) -> bool:
+        """Whether the event store runs: ``events.enabled``, or when that is null, whether any
+        camera makes events (zones, lines or clips)."""
+        if self.events.enabled is not None:
+            return self.events.enabled
+        return any(cam.zones or cam.lines or cam.clips.enabled for cam in self.cameras)
 
     def decoder_of(self, camera: CameraConfig) -> str:
         """The camera's decoder: its own setting, else ``capture.decoder``."""

@@ -1,0 +1,175 @@
+"""Reading the event store: the parameters of ``GET /api/v1/events`` and the keyset query.
+
+Results are newest first, ordered by ``(ts, id)``; a page ends with an opaque cursor, the
+``(ts, id)`` of its last row, and the next page starts strictly below it. Unlike an offset,
+the cursor stays right while new events arrive at the top, and every page costs one index
+range scan however deep it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vidpipe.events.db import connect_reader
+from vidpipe.sinks.record import iso_utc
+
+KINDS = ("enter", "leave", "cross", "clip")
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+_TEXT_FILTERS = ("camera", "label", "zone", "line")
+PARAMS = (*_TEXT_FILTERS, "kind", "after", "before", "limit", "cursor")
+
+
+class QueryError(ValueError):
+    """A parameter is malformed or out of range; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """One page of events: filters are exact matches; ``after``/``before`` are Unix seconds
+    (``after`` inclusive, ``before`` exclusive)."""
+
+    camera: str | None = None
+    kind: str | None = None
+    label: str | None = None
+    zone: str | None = None
+    line: str | None = None
+    after: float | None = None
+    before: float | None = None
+    limit: int = DEFAULT_LIMIT
+    cursor: tuple[float, int] | None = None
+
+
+def parse_time(text: str, name: str) -> float:
+    """RFC 3339 (``2026-11-30T04:18:25Z``; without an offset: UTC) or Unix seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise QueryError(
+                f"{name}: {text!r} is neither an RFC 3339 time (2026-11-30T04:18:25Z) nor Unix "
+                "seconds"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
+    if not math.isfinite(value):
+        raise QueryError(f"{name}: {text!r} is not a finite number of seconds")
+    return value
+
+
+def encode_cursor(ts: float, row_id: int) -> str:
+    raw = json.dumps([ts, row_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> tuple[float, int]:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        ts, row_id = json.loads(raw)
+        if not isinstance(row_id, int) or not isinstance(ts, int | float):
+            raise TypeError
+        return float(ts), row_id
+    except (binascii.Error, ValueError, TypeError):
+        raise QueryError("cursor: not a cursor this server returned (next_cursor)") from None
+
+
+def parse_query(params: Mapping[str, str]) -> EventQuery:
+    """The query of ``params`` (a request's query string).
+
+    Raises:
+        QueryError: an unknown parameter, a kind not in ``KINDS``, a bad time, limit or cursor.
+    """
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise QueryError(f"unknown parameter(s) {unknown}; known: {', '.join(PARAMS)}")
+    kind = params.get("kind") or None
+    if kind is not None and kind not in KINDS:
+        raise QueryError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    text = {k: params.get(k) or None for k in _TEXT_FILTERS}
+    after = parse_time(params["after"], "after") if params.get("after") else None
+    before = parse_time(params["before"], "before") if params.get("before") else None
+    if after is not None and before is not None and after >= before:
+        raise QueryError("after must be earlier than before")
+    limit = DEFAULT_LIMIT
+    if params.get("limit"):
+        try:
+            limit = int(params["limit"])
+        except ValueError:
+            raise QueryError(f"limit: {params['limit']!r} is not an integer") from None
+        if not 1 <= limit <= MAX_LIMIT:
+            raise QueryError(f"limit: {limit} is not between 1 and {MAX_LIMIT}")
+    cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
+    return EventQuery(kind=kind, after=after, before=before, limit=limit, cursor=cursor, **text)
+
+
+def run_query(path: Path, q: EventQuery) -> dict[str, Any]:
+    """One page: ``{"events": [...], "next_cursor": str | None}`` (None on the last page).
+
+    Raises:
+        StoreError: there is no event store at ``path`` (yet).
+    """
+    where, args = [], []
+    for column in (*_TEXT_FILTERS, "kind"):
+        value = getattr(q, column)
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if q.after is not None:
+        where.append("ts >= ?")
+        args.append(q.after)
+    if q.before is not None:
+        where.append("ts < ?")
+        args.append(q.before)
+    if q.cursor is not None:
+        where.append("(ts < ? OR (ts = ? AND id < ?))")
+        args += [q.cursor[0], q.cursor[0], q.cursor[1]]
+    sql = (
+        "SELECT id, ts, camera, kind, label, tracker_id, zone, line, clip_id, clip_url, "
+        "crop_url, clip_deleted, record FROM events"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY ts DESC, id DESC LIMIT ?"
+    )
+    conn = connect_reader(path)
+    try:
+        rows = conn.execute(sql, [*args, q.limit + 1]).fetchall()
+    finally:
+        conn.close()
+    more = len(rows) > q.limit
+    rows = rows[: q.limit]
+    last = rows[-1] if rows else None
+    return {
+        "events": [_event(r) for r in rows],
+        "next_cursor": encode_cursor(last[1], last[0]) if more and last else None,
+    }
+
+
+def _event(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
+    rid, ts, camera, kind, label, tid, zone, line, clip_id, clip_url, crop_url, deleted, rec = row
+    return {
+        "id": rid,
+        "ts": iso_utc(ts),
+        "camera": camera,
+        "kind": kind,
+        "label": label,
+        "tracker_id": tid,
+        "zone": zone,
+        "line": line,
+        "clip_id": clip_id,
+        # a deleted clip's files are gone: no link that would 404
+        "clip_url": None if deleted else clip_url,
+        "crop_url": None if deleted else crop_url,
+        "clip_deleted": bool(deleted),
+        "record": json.loads(rec),
+    }
