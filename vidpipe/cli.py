@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vidpipe import __version__, redact
+from vidpipe.cli_cameras import add_parser as add_cameras
 from vidpipe.cli_events import add_parser as add_events
 from vidpipe.config import (
     CameraConfig,
@@ -383,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parser(sub)
     add_optimize(sub)
+    add_cameras(sub)
     add_events(sub)
     return parser
 

@@ -6,6 +6,9 @@ that a restart runs, and are guarded by ETags and the admin token.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -160,6 +163,18 @@ def test_changes_persist_as_dropins_guarded_by_etags_and_tokens(
     assert sorted(results) == [201, 201]
     assert call(port, "PATCH", "/cameras/gate", {"detect_fps": 2})[2]["config"]["detect_fps"] == 2
     assert call(port, "DELETE", "/cameras/yard")[0] == 204
+    # the CLI is a client of the same API; its token comes from the environment, not argv
+    env = {**os.environ, "VIDPIPE_TOKEN": ADMIN}
+    url = ["--url", f"http://127.0.0.1:{port}"]
+    cli = [sys.executable, "-m", "vidpipe.cli", "cameras"]
+    done = subprocess.run(
+        [*cli, "set", "gate", "detect_fps=3", *url], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and json.loads(done.stdout)["config"]["detect_fps"] == 3
+    done = subprocess.run([*cli, "list", *url], env=env, capture_output=True, text=True)
+    assert "door" in done.stdout and "paused" in done.stdout, done.stderr
+    done = subprocess.run([*cli, "rm", "main", *url], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "defined in" in done.stderr
     assert not (tmp_path / "cameras.d" / "yard.yaml").exists()
     _, _, before = call(port, "GET", "/config", token=READER)
     for secret in (password, ADMIN, READER):
