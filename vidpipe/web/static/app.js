@@ -138,5 +138,83 @@ async function refreshClips() {
   }
 }
 
+// The newest stored events (/api/v1/events), filtered by camera and kind; each with its
+// crop and a link to its clip. A 404 means the daemon runs without an event store.
+const EVENTS_REFRESH_MS = 3000;
+const EVENTS_SHOWN = 20;
+let eventsShown = "";
+let eventsTimer = null;
+
+function eventItem(e) {
+  const li = document.createElement("li");
+  li.className = "event " + e.kind;
+  li.dataset.kind = e.kind;
+  li.dataset.camera = e.camera;
+  if (e.crop_url) {
+    const img = document.createElement("img");
+    img.className = "crop";
+    img.src = e.crop_url;
+    img.alt = "best shot of " + (e.label || "object");
+    li.appendChild(img);
+  }
+  const where = e.zone || e.line || "";
+  const track = e.tracker_id == null ? "" : " #" + e.tracker_id;
+  const text = document.createElement("span");
+  text.textContent = new Date(e.ts).toLocaleTimeString() + " · " + e.camera + " · " + e.kind +
+    (where ? " " + where : "") + " · " + (e.label || "–") + track;
+  li.appendChild(text);
+  if (e.clip_url) {
+    const a = document.createElement("a");
+    a.href = e.clip_url;
+    a.className = "clip-link";
+    a.textContent = "clip";
+    li.appendChild(a);
+  } else if (e.clip_deleted) {
+    li.appendChild(document.createTextNode(" (clip deleted)"));
+  }
+  return li;
+}
+
+function syncCameraOptions(select) {
+  const have = new Set([...select.options].map((o) => o.value));
+  for (const name of [...tiles.keys()].sort()) {
+    if (!have.has(name)) select.appendChild(new Option(name, name));
+  }
+}
+
+async function refreshEvents() {
+  const form = document.getElementById("event-filter");
+  syncCameraOptions(form.camera);
+  const params = new URLSearchParams({ limit: String(EVENTS_SHOWN) });
+  if (form.camera.value) params.set("camera", form.camera.value);
+  if (form.kind.value) params.set("kind", form.kind.value);
+  let again = true;
+  try {
+    const resp = await fetch("/api/v1/events?" + params, { cache: "no-store" });
+    if (resp.status === 404) { again = false; return; } // no event store in this daemon
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    const data = await resp.json();
+    const key = params + JSON.stringify(data.events.map((e) => [e.id, e.clip_url]));
+    if (key !== eventsShown) {
+      eventsShown = key;
+      const list = document.getElementById("event-list");
+      list.replaceChildren(...data.events.map(eventItem));
+      list.dataset.filter = params.toString();
+    }
+    document.getElementById("events").hidden = false;
+  } catch (err) {
+    // the camera tiles already say when the daemon is unreachable
+  } finally {
+    if (again) eventsTimer = setTimeout(refreshEvents, EVENTS_REFRESH_MS);
+  }
+}
+
+document.getElementById("event-filter").addEventListener("change", () => {
+  clearTimeout(eventsTimer); // the new filter now, not at the next tick
+  eventsShown = "";
+  refreshEvents();
+});
+
 refresh();
 refreshClips();
+refreshEvents();
