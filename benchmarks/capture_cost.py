@@ -7,8 +7,10 @@ Two measurements:
 
 * **Decode + conversion**, CPU ms per frame, one decoder thread, for each clip: OpenCV's
   ``VideoCapture.read`` (BGR) against vidpipe's PyAV source (BGR), and, for the letterbox
-  size the model takes, ``cv2.resize`` of the full BGR frame against libav's scaler producing
-  the small BGR frame directly. Variants alternate within each repeat (reversed on odd
+  size the model takes, ``cv2.resize`` of the full BGR frame against the source's conversion
+  at that size (``pyav_fitted``: the planes resized, then converted) and against libav's
+  scaler producing the small BGR frame directly (``pyav_sws_fast_bilinear``, what the source
+  did before). Variants alternate within each repeat (reversed on odd
   repeats) so drift and other load on a shared machine hit all of them alike; ratios are
   reported against OpenCV.
 * **Time to streaming**: N RTSP cameras (real GStreamer server on loopback, one mount each)
@@ -34,6 +36,7 @@ from typing import Any
 import av
 import cv2
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -84,14 +87,43 @@ def _pyav_source_frames(path: str) -> Any:
 
 
 def _pyav_letterbox_frames(path: str, size: tuple[int, int]) -> Any:
-    """Frames as the daemon converts them for a model: libav's scaler converting and scaling
-    to the letterbox size in one step (``PyAVPicture.image_for``; one decoder thread)."""
+    """Frames as the daemon converts them for a model: plane by plane at the letterbox size
+    (``PyAVPicture.image_for``, ``vidpipe/preprocess/yuv.py``; one decoder thread)."""
     src = PyAVSource(CameraConfig(name="bench", url=path), CaptureConfig(decoder_threads=1))
     src.open()
     while (picture := src.read()) is not None:
         image = picture.image_for((MODEL_SIZE, MODEL_SIZE))
         assert isinstance(image, FittedImage), "PyAV pictures are fitted"
         assert image.fitted.shape[1::-1] == size, (image.fitted.shape, size)
+        yield image.fitted
+    src.close()
+
+
+class _SwsFitSource(PyAVSource):
+    """The PyAV source as it fitted frames before: libav's scaler converting and scaling to
+    the letterbox size in one step, ``FAST_BILINEAR`` (its cheapest filter; it samples
+    otherwise than the GPU letterbox, so a CPU camera's detections differed from an NVDEC
+    camera's)."""
+
+    def fit(self, frame: Any, fit: tuple[int, int]) -> FittedImage:
+        self.fittings += 1
+        _, new_w, new_h = letterbox_geometry(frame.width, frame.height, *fit)
+        scaled = self._sws.reformat(
+            frame, new_w, new_h, "bgr24", interpolation="FAST_BILINEAR", threads=1
+        )
+        image = np.asarray(scaled.to_ndarray(), np.uint8)
+        return FittedImage(image, fit, frame.width, frame.height, lambda: image)
+
+    _sws = VideoReformatter()
+
+
+def _pyav_sws_frames(path: str, size: tuple[int, int]) -> Any:
+    """Frames as ``_pyav_letterbox_frames`` gives them, fitted by ``_SwsFitSource``."""
+    src = _SwsFitSource(CameraConfig(name="bench", url=path), CaptureConfig(decoder_threads=1))
+    src.open()
+    while (picture := src.read()) is not None:
+        image = picture.image_for((MODEL_SIZE, MODEL_SIZE))
+        assert isinstance(image, FittedImage) and image.fitted.shape[1::-1] == size
         yield image.fitted
     src.close()
 
@@ -103,14 +135,16 @@ def decode_variants(path: str, size: tuple[int, int]) -> dict[str, Callable[[], 
     cv_r = _Looping(lambda: _opencv_frames(path))
     pa = _Looping(lambda: _pyav_source_frames(path))
     pa_r = _Looping(lambda: _pyav_source_frames(path))
-    sws = _Looping(lambda: _pyav_letterbox_frames(path, size))
+    fitted = _Looping(lambda: _pyav_letterbox_frames(path, size))
+    sws = _Looping(lambda: _pyav_sws_frames(path, size))
     linear = cv2.INTER_LINEAR
     return {
         "opencv_bgr": cv.next,
         "pyav_bgr": pa.next,
         "opencv_bgr+cv2_resize": lambda: cv2.resize(cv_r.next(), (lw, lh), interpolation=linear),
         "pyav_bgr+cv2_resize": lambda: cv2.resize(pa_r.next(), (lw, lh), interpolation=linear),
-        "pyav_sws_letterbox": sws.next,
+        "pyav_fitted": fitted.next,
+        "pyav_sws_fast_bilinear": sws.next,
     }
 
 
@@ -149,7 +183,10 @@ def decode_costs(path: str, frames: int, repeats: int) -> dict[str, Any]:
         "ratio_pyav_to_opencv_paired": statistics.median(
             a / b for a, b in zip(runs["pyav_bgr"], runs["opencv_bgr"], strict=True)
         ),
-        "ratio_sws_to_pyav_cv2_resize": ms["pyav_sws_letterbox"] / ms["pyav_bgr+cv2_resize"],
+        "ratio_fitted_to_pyav_cv2_resize": ms["pyav_fitted"] / ms["pyav_bgr+cv2_resize"],
+        "ratio_fitted_to_sws_fast_bilinear_paired": statistics.median(
+            a / b for a, b in zip(runs["pyav_fitted"], runs["pyav_sws_fast_bilinear"], strict=True)
+        ),
     }
 
 
@@ -263,7 +300,8 @@ def run_capture_bench(
         doc["decode"].append(result)
         ms = result["cpu_ms_per_frame"]
         say(f"{clip.name}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
-    doc["startup"] = time_to_streaming(cameras, rtsp_clip)
+    if cameras > 0:
+        doc["startup"] = time_to_streaming(cameras, rtsp_clip)
     say(f"time to streaming: {json.dumps(doc['startup'])}")
     return doc
 
@@ -279,7 +317,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--stage-frames", type=int, default=300, help="frames timed per variant")
     p.add_argument("--repeats", type=int, default=5, help="repeats, variants alternated")
-    p.add_argument("--cameras", type=int, default=8, help="RTSP cameras of time to streaming")
+    p.add_argument(
+        "--cameras", type=int, default=8, help="RTSP cameras of time to streaming (0: not run)"
+    )
     p.add_argument(
         "--density-clip",
         default="one-by-one-person-detection.mp4",

@@ -20,7 +20,9 @@ work for them, under its lock and the GIL, slowed every camera thread that alloc
 copy (a GIL profile of the daemon at 72 NVDEC cameras on the H200).
 
 Colour: BT.601 limited range, the matrix FFmpeg's swscale and OpenCV's ``cvtColor`` use for a
-stream that does not say otherwise (the CPU capture path decodes through them).
+stream that does not say otherwise (the CPU capture path decodes through them). The CPU path
+converts a frame for a model with the same matrix and the same bilinear sampling
+(:mod:`vidpipe.preprocess.yuv`), so that a camera's detections do not depend on its decoder.
 """
 
 from __future__ import annotations
@@ -28,15 +30,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from vidpipe.preprocess.letterbox import PAD_VALUE, letterbox_geometry
-from vidpipe.types import Letterbox
 
-# BT.601 limited range: Y in 16..235, U and V centred on 128.
-_Y_GAIN = 255.0 / 219.0
-_BGR_FROM_UV = (
-    (2.017232, 0.0),  # B = Y' + 2.017 U'
-    (-0.391762, -0.812968),  # G = Y' - 0.392 U' - 0.813 V'
-    (0.0, 1.596027),  # R = Y' + 1.596 V'
-)
+# BT.601 limited range: one definition for the CPU conversion at the model's size and this one
+from vidpipe.preprocess.yuv import BGR_FROM_UV as _BGR_FROM_UV
+from vidpipe.preprocess.yuv import Y_GAIN as _Y_GAIN
+from vidpipe.types import Letterbox
 
 
 def nv12_letterbox_into(torch: Any, nv12: Any, dst: Any) -> Letterbox:
