@@ -237,7 +237,7 @@ def time_to_streaming(cameras: int, clip: Path, timeout_s: float = 30.0) -> dict
             urls = [server.url(f"cam{i}") for i in range(cameras)]
             opencv_s = _opencv_first_frames(urls, timeout_s)
             server.restart()  # every client of the baseline gone
-            from vidpipe.assemble import capture_stage
+            from vidpipe.wiring import capture_stage
 
             first: dict[str, float] = {}
             lock = threading.Lock()

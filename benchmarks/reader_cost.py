@@ -20,10 +20,10 @@ import threading
 import time
 from pathlib import Path
 
-from vidpipe.assemble import capture_stage
 from vidpipe.assets import default_assets_dir
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
+from vidpipe.wiring import capture_stage
 
 GATE: dict[str, object] = {"detect_fps": 5, "motion": {"enabled": True}}
 # every frame decoded (capture.skip_unused_frames off): what skipping saves

@@ -52,9 +52,9 @@ def _thread_cpu_s(prefix: str) -> float:
 
 def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[str, float]:
     """CPU ms per frame (capture threads, process, server) of ``cameras`` gated RTSP cameras."""
-    from vidpipe.assemble import capture_stage
     from vidpipe.config import CameraConfig, CaptureConfig
     from vidpipe.metrics import Metrics
+    from vidpipe.wiring import capture_stage
 
     rtsp = load_rtsp_module()
     metrics = Metrics()

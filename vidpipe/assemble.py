@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 
 from vidpipe.capture.decoders import CaptureContext, check_decoders
-from vidpipe.capture.worker import CaptureWorker, StateCallback
+from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
+from vidpipe.config import Config, ConfigError, register_secrets
 from vidpipe.events import EventStore
-from vidpipe.config import CameraConfig, CaptureConfig, Config, ConfigError, register_secrets
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
@@ -56,6 +56,7 @@ from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
 from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
+from vidpipe.wiring import capture_worker
 
 log = logging.getLogger(__name__)
 
@@ -481,37 +482,3 @@ class Pipeline:
     def stop_web(self) -> None:
         if self._web is not None:
             self._web.stop()
-
-
-def capture_stage(
-    cameras: Sequence[CameraConfig],
-    capture: CaptureConfig,
-    metrics: Metrics,
-    on_state: StateCallback | None = None,
-) -> tuple[FrameHub, list[CaptureWorker]]:
-    """The capture stage alone, wired as ``Pipeline.start_camera`` wires a camera (one
-    capture context for all), for rigs that measure capture without inference
-    (``benchmarks/``). The workers are not started; whoever drains the hub stands in for the
-    scheduler."""
-    hub, context = FrameHub(), CaptureContext()
-    workers = [capture_worker(cam, capture, hub, metrics, context, on_state)[1] for cam in cameras]
-    return hub, workers
-
-
-def capture_worker(
-    cam: CameraConfig,
-    capture: CaptureConfig,
-    hub: FrameHub,
-    metrics: Metrics,
-    context: CaptureContext,
-    on_state: StateCallback | None = None,
-    phase: Literal["free", "aligned"] = "free",
-) -> tuple[Mailbox, CaptureWorker]:
-    """One camera's mailbox on ``hub`` and its capture worker (not started). A live camera's
-    mailbox keeps the newest frame; a file's applies backpressure, so that no decoded frame
-    of a file is wasted."""
-    cm = metrics.camera(cam.name)
-    live = cam.is_stream or cam.realtime
-    box = hub.add(cam.name, "newest" if live else "block", cm.overwritten)
-    worker = CaptureWorker(cam, capture, box, cm, on_state=on_state, context=context, phase=phase)
-    return box, worker

@@ -384,8 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parser(sub)
     add_optimize(sub)
-    add_cameras(sub)
     add_events(sub)
+    add_cameras(sub)
     return parser
 
 

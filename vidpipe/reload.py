@@ -24,7 +24,7 @@ from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, O
 from vidpipe.shard import Shard
 
 # Sections kept from the running config until the next start (listening socket, open files).
-RESTART_ONLY_SECTIONS = ("http", "sinks", "logging")
+RESTART_ONLY_SECTIONS = ("http", "sinks", "logging", "events")
 _INFERENCE_SECTIONS = ("model", "scheduler")
 
 

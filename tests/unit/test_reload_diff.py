@@ -77,6 +77,14 @@ def test_restart_only_sections_are_reported_and_kept() -> None:
     assert running.http.port == 9000 and running.sinks == []
 
 
+def test_an_event_store_change_applies_at_the_next_start() -> None:
+    old = cfg([A])
+    new = cfg([A], events={"max_age_days": 3})
+    d = diff_configs(old, new)
+    assert d.restart_only == ("events",) and d.empty
+    assert effective_config(old, new).events == old.events
+
+
 def test_shard_filters_both_sides() -> None:
     names = [f"cam{i}" for i in range(20)]
     shard = Shard(1, 3)
