@@ -66,11 +66,11 @@ class DeviceImage:
 class FittedImage:
     """A decoded host frame of which only the model's view is converted so far.
 
-    The decoder's scaler turns the YUV picture into BGR at the size the letterbox gives it
-    in the model input, in one step: at 1080p that is about half the CPU of converting the
-    whole frame and then resizing it (``python -m benchmarks.capture_cost``), and the detections
-    agree with the whole-frame path as bf16's agree with f32's
-    (``tests/component/test_fitted_frames.py``). The whole frame is converted only if a sink
+    The YUV picture's planes are resized to the size the letterbox gives it in the model
+    input, then converted to BGR (:mod:`vidpipe.preprocess.yuv`, the GPU letterbox's
+    sampling): less CPU than converting the whole frame and then resizing it
+    (``python -m benchmarks.capture_cost``), and the detections agree with an NVDEC camera's
+    (``tests/component/test_model_input_agreement.py``). The whole frame is converted only if a sink
     asks for it (a watched live view, a due snapshot, a clip's crop).
 
     Attributes:

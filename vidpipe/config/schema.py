@@ -101,10 +101,11 @@ class CaptureConfig(ConfigModel):
     )
     convert_at_model_size: bool = Field(
         True,
-        description="pyav cameras: convert a frame for the model at the model's input size "
-        "in libav's scaler (one step, about half the CPU at 1080p); the whole frame is "
-        "converted only when a sink needs it. false: convert every whole frame and resize it "
-        "with OpenCV",
+        description="pyav cameras: convert a frame for the model at the model's input size, "
+        "plane by plane, with the GPU letterbox's sampling (so a camera's detections do not "
+        "depend on its decoder); the whole frame is converted only when a sink needs it. "
+        "false: convert every whole frame and resize it (more CPU at 1080p, and detections "
+        "agree less with an NVDEC camera of the same stream)",
     )
     nvdec_group_size: int = Field(
         1,
