@@ -26,15 +26,22 @@ def dropin_path(config_path: Path, name: str) -> Path:
     return dropin_dir(config_path) / f"{name}.yaml"
 
 
-def dropin_files(config_path: Path) -> dict[str, Path]:
-    """Camera name -> drop-in file, sorted by name. Hidden files (an atomic write's
-    temporary) and names that are no camera's are skipped."""
+def _yaml_files(config_path: Path) -> list[Path]:
+    """The ``*.yaml`` files of the drop-in directory. Hidden files (an atomic write's
+    temporary) and other suffixes (an editor's backup, ``door.yaml~``) are not drop-ins."""
     folder = dropin_dir(config_path)
     if not folder.is_dir():
-        return {}
-    found = {
-        f.name.removesuffix(".yaml"): f
-        for f in folder.iterdir()
-        if f.name.endswith(".yaml") and _NAME.fullmatch(f.name.removesuffix(".yaml"))
-    }
-    return dict(sorted(found.items()))
+        return []
+    return [f for f in folder.iterdir() if f.name.endswith(".yaml") and f.name[0] != "."]
+
+
+def dropin_files(config_path: Path) -> dict[str, Path]:
+    """Camera name -> drop-in file, sorted by name (see ``stray_files`` for the rest)."""
+    found = {f.name.removesuffix(".yaml"): f for f in _yaml_files(config_path)}
+    return dict(sorted((n, f) for n, f in found.items() if _NAME.fullmatch(n)))
+
+
+def stray_files(config_path: Path) -> list[Path]:
+    """``*.yaml`` files of the drop-in directory whose name is no camera's (``door cam.yaml``):
+    the loader refuses them rather than leave a camera the user meant to add unread."""
+    return sorted(f for f in _yaml_files(config_path) if not _NAME.fullmatch(f.name[:-5]))

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from vidpipe import redact
 from vidpipe.config.base import ConfigError, ConfigModel
-from vidpipe.config.dropins import dropin_files
+from vidpipe.config.dropins import dropin_files, stray_files
 from vidpipe.config.registry import BACKENDS, SINKS
 from vidpipe.config.schema import Config
 
@@ -436,20 +436,48 @@ def load_config(
             texts.pop(name, None)
         else:
             texts[name] = ("request body", text)
-    if not texts:
+    stray = stray_files(p)
+    if not texts and not stray:
         return _validate(data, builder.lines, str(p), {})
+    lines, labels = dict(builder.lines), dict[int, str]()
+    cameras, problems = _merge_dropins(p, data, texts, env, lines, labels)
+    problems += [
+        f"{f}: not a camera's drop-in: name it <camera name>.yaml (letters, digits, '_', '-',"
+        " '.'; starting with a letter or digit)"
+        for f in stray
+    ]
+    if problems:
+        raise ConfigError(problems, str(p))
+    return _validate({**data, "cameras": cameras}, lines, str(p), labels)
+
+
+def _merge_dropins(
+    main_path: Path,
+    data: dict[str, Any],
+    texts: dict[str, tuple[str, str]],
+    env: dict[str, str] | None,
+    lines: dict[Path_, int],
+    labels: dict[int, str],
+) -> tuple[list[Any], list[str]]:
+    """The main file's cameras followed by the drop-ins' (name -> (where, text)), and every
+    problem of every drop-in: one bad file does not hide another's mistake. ``lines`` and
+    ``labels`` are filled in for the drop-ins' cameras."""
     main = data.get("cameras")
     cameras = list(main) if isinstance(main, list) else []
     main_names = {c.get("name"): i for i, c in enumerate(cameras) if isinstance(c, dict)}
-    lines, labels, problems = dict(builder.lines), {}, []
+    problems: list[str] = []
     for name, (where, text) in sorted(texts.items()):
         if name in main_names:
             problems.append(
-                f"{where}: camera {name!r} is also defined in {p} (cameras[{main_names[name]}]):"
-                " keep one of them"
+                f"{where}: camera {name!r} is also defined in {main_path} "
+                f"(cameras[{main_names[name]}]): keep one of them"
             )
             continue
-        cam, cam_builder = _compose(text, where, env)
+        try:
+            cam, cam_builder = _compose(text, where, env)
+        except ConfigError as exc:
+            problems += [f"{where}: {problem}" for problem in exc.problems]
+            continue
         if cam.setdefault("name", name) != name:
             problems.append(f"{where}: name: {cam['name']!r} does not match the file's {name!r}")
             continue
@@ -458,6 +486,4 @@ def load_config(
         labels[index] = f"{where}: cameras[name={name}]"
         if where != "request body":  # a body's lines are those of our own YAML dump of it
             lines.update({("cameras", index, *k): v for k, v in cam_builder.lines.items()})
-    if problems:
-        raise ConfigError(problems, str(p))
-    return _validate({**data, "cameras": cameras}, lines, str(p), labels)
+    return cameras, problems
