@@ -163,6 +163,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
+    if shard is None:  # an explicit shard is one process of a fleet: it runs alone
+        from vidpipe.supervisor.plan import plan_processes
+
+        plan = plan_processes(cfg)
+        if plan.processes > 1:
+            from vidpipe.supervisor.service import run_supervisor
+
+            return run_supervisor(cfg, Path(args.config), plan, http_port=args.http_port)
     # FFmpeg (PyAV) logs through Python logging, redacted: nothing writes to fd 2 directly.
     return run(cfg, Path(args.config), shard=shard, http_port=args.http_port)
 
@@ -181,9 +189,22 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"  - {redact.redact_text(p)}", file=sys.stderr)
         return EXIT_CONFIG
     print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {cfg.model.path.name})")
+    _print_processes(cfg)
     if args.shards:
         _print_shards(cfg, args.shards)
     return EXIT_OK
+
+
+def _print_processes(cfg: Config) -> None:
+    """What ``vidpipe run`` will start: processes, cameras in each, CUDA MPS or not."""
+    from vidpipe.supervisor.mps import plan_mps
+    from vidpipe.supervisor.plan import plan_processes
+
+    plan = plan_processes(cfg)
+    counts = ", ".join(str(len(names)) for names in plan.shards)
+    print(f"processes: {plan.processes} (inference.processes: {cfg.inference.processes})")
+    print(f"cameras per process: {counts}")
+    print(f"CUDA MPS: {plan_mps(plan.gpu, plan.processes).describe()}")
 
 
 def _shard_count(text: str) -> int:

@@ -258,7 +258,9 @@ def run(
         raise
     log.info("vidpipe running (config %s)", config_path or "<memory>")
     reporter = Reporter(notifier, daemon.health, daemon.status_line, watchdog_interval_s())
-    notifier.ready(daemon.status_line())
+    # the port too: a supervisor (vidpipe.supervisor) reaches its children's servers there
+    port = [f"X_VIDPIPE_HTTP_PORT={daemon.http_port}"] if daemon.http_port else []
+    notifier.ready(daemon.status_line(), *port)
     reporter.start()
 
     def reload() -> None:

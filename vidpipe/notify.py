@@ -92,9 +92,9 @@ class Notifier:
         self._failed = False
         return True
 
-    def ready(self, status: str | None = None) -> bool:
-        """``READY=1`` (with a status line)."""
-        return self.send("READY=1", *([_status(status)] if status else []))
+    def ready(self, status: str | None = None, *extra: str) -> bool:
+        """``READY=1`` (with a status line and ``extra`` assignments)."""
+        return self.send("READY=1", *([_status(status)] if status else []), *extra)
 
     def status(self, text: str) -> bool:
         """``STATUS=`` one line."""

@@ -26,9 +26,30 @@ else:
 
 
 class InferenceConfigBase(ConfigModel):
-    """What every backend config has: its ``type``, the key of its registration."""
+    """What every backend config has: its ``type``, the key of its registration, and how
+    many processes ``vidpipe run`` runs the cameras in (``vidpipe.supervisor``)."""
 
     type: str
+    processes: int | Literal["auto"] = Field(
+        1,
+        description="processes that run the cameras, each its shard of them, behind one HTTP "
+        "port (vidpipe run supervises them); auto: on a GPU backend one per "
+        "32 enabled cameras (one Python process drives about 40 NVDEC cameras), at most one "
+        "per host core; on OpenVINO 1. Applies at the next start",
+    )
+    start_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="with more than one process: a process not ready this long after it "
+        "started has its threads' stacks logged, is killed and started again",
+    )
+
+    @field_validator("processes")
+    @classmethod
+    def _at_least_one(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"processes must be at least 1 or auto, got {v}")
+        return v
 
 
 class ModelConfig(ConfigModel):

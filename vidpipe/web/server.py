@@ -24,17 +24,25 @@ import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from vidpipe.health import Health
-from vidpipe.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 RouteInstaller = Callable[[web.Application], None]
+
+
+class Exposed(Protocol):
+    """What ``/metrics`` serves: a pipeline's ``Metrics``, or a supervisor's merged ones."""
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/login"})
 #: Browsers cannot send an Authorization header with <img> and page loads: /login sets this
@@ -93,7 +101,7 @@ def _auth_middleware(token: str | None, admin_token: str | None, loopback: bool)
 
 
 def build_app(
-    metrics: Metrics,
+    metrics: Exposed,
     health: Health,
     token: str | None = None,
     installers: Sequence[RouteInstaller] = (),

@@ -1,0 +1,75 @@
+"""How many processes ``vidpipe run`` starts for a config, and which cameras each runs.
+
+One Python process is held back by its GIL long before a GPU is: on the H200 one process
+drove about 40 NVDEC cameras (32 with CPU decode), and reaching the GPU's density took 4-5
+processes (docs/gpu.md). ``inference.processes: auto`` therefore sizes a GPU config at one
+process per ``CAMERAS_PER_PROCESS`` enabled cameras, below that measured limit so that a
+process keeps headroom for reconnect bursts, and never more processes than host cores: each
+process needs about a core of Python of its own. An OpenVINO config stays in one process:
+OpenVINO's own threads already use every core, and two pinned OpenVINO processes on one box
+each ran at half speed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from vidpipe.config import Config, GpuConfig
+from vidpipe.reload import active_cameras
+from vidpipe.shard import Shard
+
+#: Enabled cameras per process that ``processes: auto`` plans for on a GPU backend.
+CAMERAS_PER_PROCESS = 32
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def is_gpu(cfg: Config) -> bool:
+    """Whether the config infers on an NVIDIA GPU (a torch or TensorRT backend)."""
+    return isinstance(cfg.inference, GpuConfig)
+
+
+def process_count(cfg: Config, cores: int | None = None) -> int:
+    """``inference.processes`` resolved: a number as given; ``auto`` as the module says."""
+    wanted = cfg.inference.processes
+    if wanted != "auto":
+        return int(wanted)
+    if not is_gpu(cfg):
+        return 1
+    enabled = sum(1 for c in cfg.cameras if c.enabled)
+    cap = host_cores() if cores is None else cores
+    return max(1, min(math.ceil(enabled / CAMERAS_PER_PROCESS), cap))
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessPlan:
+    """The processes of one ``vidpipe run``: each shard's running cameras, in config order."""
+
+    shards: tuple[tuple[str, ...], ...]
+    gpu: bool
+
+    @property
+    def processes(self) -> int:
+        return len(self.shards)
+
+    def owner(self, camera: str) -> int | None:
+        """The index of the process that runs ``camera`` (None: no process runs it)."""
+        return next((i for i, names in enumerate(self.shards) if camera in names), None)
+
+
+def plan_processes(cfg: Config, cores: int | None = None) -> ProcessPlan:
+    """The plan of ``cfg``: how many processes and which cameras each runs (the daemon's own
+    split, ``reload.active_cameras`` with ``sharding.assignment``)."""
+    n = process_count(cfg, cores)
+    if n == 1:
+        return ProcessPlan((tuple(active_cameras(cfg, None)),), is_gpu(cfg))
+    shards = tuple(tuple(active_cameras(cfg, Shard(i, n))) for i in range(n))
+    return ProcessPlan(shards, is_gpu(cfg))
