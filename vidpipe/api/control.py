@@ -176,8 +176,7 @@ class CameraControl:
         if not isinstance(patch, dict):
             raise ControlError(422, "<body>: a merge patch must be a JSON object")
         with self.rt.reload_lock:
-            if self._writable(name, if_match) is None:
-                raise ControlError(404, f"no camera named {name!r}")
+            self._writable(name, if_match, must_exist=True)
             body = self._camera_body(name, merge_patch(self._stored(name), patch))
             self._apply(name, yaml.safe_dump(body, sort_keys=False))
             return self.camera(name)
@@ -185,8 +184,7 @@ class CameraControl:
     def delete(self, name: str, if_match: str | None) -> None:
         """Remove camera ``name`` and its drop-in."""
         with self.rt.reload_lock:
-            if self._writable(name, if_match) is None:
-                raise ControlError(404, f"no camera named {name!r}")
+            self._writable(name, if_match, must_exist=True)
             self._apply(name, None)
 
     def set_paused(self, name: str, paused: bool, if_match: str | None) -> dict[str, Any]:
@@ -208,15 +206,24 @@ class CameraControl:
             )
         return body
 
-    def _writable(self, name: str, if_match: str | None) -> CameraConfig | None:
+    def _writable(
+        self, name: str, if_match: str | None, must_exist: bool = False
+    ) -> CameraConfig | None:
         """The camera as it runs (None: no such camera), if the API may change it and
-        ``if_match`` (an ``If-Match`` header) holds."""
+        ``if_match`` (an ``If-Match`` header) holds.
+
+        Preconditions come last, as RFC 9110 (13.2.1) orders them: a request that would fail
+        without its ``If-Match`` (no such camera: 404; the main file's: 409) fails that way
+        with it too; the body is checked after them (a stale ETag: 412, whatever it holds).
+        """
         path = self.rt.config_path
         if path is None:
             raise ControlError(
                 409, "this daemon runs a config with no file: nowhere to keep a change"
             )
         cam = next((c for c in self.rt.cfg.cameras if c.name == name), None)
+        if cam is None and (must_exist or not _NAME.fullmatch(name)):
+            raise ControlError(404, f"no camera named {name!r}")
         if cam is not None and name not in self._dropins():
             raise ControlError(
                 409,

@@ -8,14 +8,22 @@ list of paths.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from vidpipe.config import CameraConfig, Config
+from vidpipe.redact import MASK
 
 _REF = "#/components/schemas/{model}"
+NAME_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+}
 
 
 class CameraView(BaseModel):
@@ -75,8 +83,35 @@ def _op(summary: str, ok: tuple[str, str, str | None], errors: str, **extra: Any
     return {"summary": summary, "responses": responses, **extra}
 
 
-def openapi_document() -> dict[str, Any]:
-    """The whole OpenAPI 3.1 document of ``/api/v1``."""
+def _masks_allowed(schemas: dict[str, Any]) -> dict[str, Any]:
+    """``schemas`` with the mask ("***") allowed wherever a secret field is a string: the API
+    never shows a secret (``control.masked``), and "***" is shorter than a token may be.
+
+    Every secret field is one of sections that only answers show (``http``, the sinks): no
+    request body is loosened by this.
+    """
+    for schema in schemas.values():
+        for name, prop in schema.get("properties", {}).items():
+            if prop.get("secret") is not True:
+                continue
+            plain = {k: prop[k] for k in ("type", "minLength", "maxLength") if k in prop}
+            alternatives = prop.get("anyOf") or [plain]
+            if not any(a.get("type") == "string" for a in alternatives):
+                continue  # a mapping of secrets (webhook headers): its values stay strings
+            rest = {k: v for k, v in prop.items() if k != "anyOf" and k not in plain}
+            schema["properties"][name] = {"anyOf": [*alternatives, {"const": MASK}], **rest}
+    return schemas
+
+
+def _schemas() -> dict[str, Any]:
+    """The components' schemas: the models', with what the API adds to them.
+
+    * A camera's name follows one rule (CameraConfig's validator), which JSON Schema can say
+      as a pattern.
+    * ``CameraBody``, what PUT takes: a camera whose ``name`` may be left out (the URL's is
+      taken; a different one is a 422).
+    * Masked secrets (``_masks_allowed``).
+    """
     _, schemas = models_json_schema(
         [
             (CameraConfig, "validation"),
@@ -87,12 +122,24 @@ def openapi_document() -> dict[str, Any]:
         ],
         ref_template=_REF,
     )
-    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+    defs: dict[str, Any] = schemas["$defs"]
+    defs["CameraConfig"]["properties"]["name"].update(NAME_SCHEMA)
+    body = copy.deepcopy(defs["CameraConfig"])
+    body["required"] = [r for r in body.get("required", []) if r != "name"]
+    body["title"] = "CameraBody"
+    body["properties"]["name"]["description"] = "the URL's camera name, if given"
+    defs["CameraBody"] = body
+    return _masks_allowed(defs)
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document of ``/api/v1``."""
+    name = {"name": "name", "in": "path", "required": True, "schema": NAME_SCHEMA}
     if_match = {"name": "If-Match", "in": "header", "required": False}
     if_match["schema"] = {"type": "string"}
     view = ("200", "the camera", "CameraView")
     write = {"parameters": [name, if_match]}
-    camera_body = {"required": True, "content": _json("CameraConfig")}
+    camera_body = {"required": True, "content": _json("CameraBody")}
     patch_body = {
         "required": True,
         "content": {"application/merge-patch+json": {"schema": {"type": "object"}}},
@@ -144,7 +191,7 @@ def openapi_document() -> dict[str, Any]:
         "security": [{"bearer": []}, {}],
         "paths": paths,
         "components": {
-            "schemas": schemas["$defs"],
+            "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
