@@ -1,0 +1,172 @@
+"""``python -m benchmarks.gpu_box``: how many real-time cameras one ``vidpipe run`` holds,
+as a service runs it: ``inference.processes`` (default ``auto``) under the supervisor, with
+CUDA MPS as the supervisor finds or starts it, everything read from the one port's merged
+``/metrics``.
+
+The config of a point is ``benchmarks.gpu_daemon``'s (N cameras looping one clip in real
+time, the same inference and NVDEC knobs), with ``inference.processes`` added. The rule is
+``gpu_daemon``'s too: a count holds when every camera gets >= 99 % of its decoded frames
+inferred and the p95 capture-to-result latency is <= 200 ms, over a window after a warm-up.
+Host cores are the CPU time of the supervisor and its children over the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.gpu_daemon import (
+    HOLD_P95_S,
+    HOLD_SHARE,
+    _add_inference_arguments,
+    _add_nvdec_arguments,
+    _snapshot,
+    point_config,
+)
+from vidpipe.quantiles import bucket_quantile
+
+
+class _Scraped:
+    """A scrape of the supervisor's ``/metrics`` as a registry ``_snapshot`` can read: the
+    ``shard`` label dropped, so that the box's totals add up over its processes."""
+
+    def __init__(self, port: int) -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+            self.text = resp.read().decode()
+
+    def collect(self) -> Any:
+        for family in text_string_to_metric_families(self.text):
+            family.samples = [
+                s._replace(labels={k: v for k, v in s.labels.items() if k != "shard"})
+                for s in family.samples
+            ]
+            yield family
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and its children, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry.name), int(fields[1])
+        if root in (pid, ppid):
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> float:
+    """Seconds until the supervisor's /readyz says every process is ready."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise SystemExit(f"vidpipe run exited with {proc.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5):
+                return time.monotonic() - t0
+        except OSError:
+            time.sleep(1)
+    raise SystemExit(f"vidpipe run was not ready after {timeout_s:.0f} s")
+
+
+def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str, Any]:
+    """One count: start the service, warm up, measure a window, stop it."""
+    cfg = point_config(args, args.decoder, cameras, workdir / "results.jsonl")
+    doc = cfg.model_dump(mode="json", exclude_unset=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc["http"] = {"host": "127.0.0.1", "port": port}
+    doc["inference"]["processes"] = (
+        args.processes if args.processes == "auto" else int(args.processes)
+    )
+    doc["logging"] = {"level": "INFO"}
+    config = workdir / f"box-{cameras}.yaml"
+    config.write_text(yaml.safe_dump(doc))
+    with (workdir / f"box-{cameras}.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vidpipe.cli", "run", "-c", str(config)], stderr=log, stdout=log
+        )
+    try:
+        start_s = _wait_ready(port, proc, args.ready_timeout)
+        time.sleep(args.warmup)
+        names = [c.name for c in cfg.cameras]
+        before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
+        time.sleep(args.window)
+        after, cpu1, t1 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
+        processes = _Scraped(port).text.count("vidpipe_process_up{")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(120)
+    shares = []
+    for name in names:
+        b, a = before["cams"][name], after["cams"][name]
+        captured = a["captured"] - b["captured"]
+        shares.append((a["inferred"] - b["inferred"]) / captured if captured else 0.0)
+    p95 = bucket_quantile(before["buckets"], after["buckets"], 0.95)
+    point = {
+        "cameras": cameras,
+        "decoder": args.decoder,
+        "processes": processes or 1,
+        "processes_setting": args.processes,
+        "start_s": round(start_s, 1),
+        "worst_share": round(min(shares), 4),
+        "mean_share": round(sum(shares) / len(shares), 4),
+        "p95_latency_s": p95,
+        "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
+        "exit_code": code,
+        "mps": _mps_line(workdir / f"box-{cameras}.log"),
+    }
+    point["holds"] = point["worst_share"] >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
+    return point
+
+
+def _mps_line(log: Path) -> str:
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if "CUDA MPS" in ln]
+    return lines[0].split("CUDA MPS", 1)[1].strip(": ") if lines else "not used"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_box", description=__doc__)
+    p.add_argument("--model", type=Path, required=True, help="the ONNX model (YOLOX)")
+    p.add_argument("--labels", type=Path, required=True, help="its labels file")
+    p.add_argument("--clip", type=Path, required=True, help="the clip every camera plays")
+    p.add_argument("--cameras", default="120", help="camera counts, e.g. 80,120,160")
+    p.add_argument("--decoder", default="nvdec", choices=("nvdec", "pyav"))
+    p.add_argument("--processes", default="auto", help="inference.processes: auto or a number")
+    _add_inference_arguments(p)
+    _add_nvdec_arguments(p)
+    p.add_argument("--shard-assignment", default="balanced", choices=("rendezvous", "balanced"))
+    p.add_argument("--warmup", type=float, default=20.0, help="seconds after READY")
+    p.add_argument("--window", type=float, default=20.0, help="measurement window, seconds")
+    p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to READY")
+    p.add_argument("--json", type=Path, required=True, help="result file (JSON lines)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="vidpipe-gpu-box-") as tmp, args.json.open("a") as out:
+        for n in (int(c) for c in args.cameras.split(",") if c):
+            point = run_point(args, n, Path(tmp))
+            print(json.dumps(point), flush=True)
+            out.write(json.dumps(point) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
