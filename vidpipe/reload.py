@@ -53,6 +53,12 @@ def running_inference(cfg: Config, shard: Shard | None) -> InferenceConfig:
     """The ``inference`` section as this process compiles it (``hint: auto`` resolved by the
     number of cameras it runs)."""
     inference = cfg.inference
+    # how many processes run the cameras is the supervisor's, read at its start: changing it
+    # must not rebuild every process's inference pool at a reload
+    fields = type(inference).model_fields
+    inference = inference.model_copy(
+        update={k: fields[k].default for k in ("processes", "start_timeout_s")}
+    )
     if isinstance(inference, OpenVINOConfig):
         return inference.for_cameras(len(active_cameras(cfg, shard)))
     return inference

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vidpipe.config import Config
-from vidpipe.reload import active_cameras
+from vidpipe.reload import active_cameras, diff_configs
 from vidpipe.shard import Shard
 from vidpipe.supervisor.children import describe_exit
 from vidpipe.supervisor.merge import merge_families
@@ -165,3 +165,12 @@ def test_merge_labels_every_sample_with_its_shard_and_keeps_one_family() -> None
 )
 def test_describe_exit(code: int, text: str) -> None:
     assert describe_exit(code) == text
+
+
+def test_changing_processes_rebuilds_no_inference_pool() -> None:
+    before = config({"type": "openvino", "processes": 2}, 4)
+    after = config({"type": "openvino", "processes": 3, "start_timeout_s": 30}, 4)
+    assert not diff_configs(before, after, Shard(0, 2)).rebuild_inference
+    assert diff_configs(
+        before, config({"type": "openvino", "hint": "latency"}, 4)
+    ).rebuild_inference
