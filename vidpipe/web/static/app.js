@@ -47,6 +47,8 @@ function updateTile(tile, cam) {
   tile.dataset.state = cam.state;
   tile.classList.toggle("down", cam.state === "backoff" || cam.state === "stopped");
   tile.classList.toggle("warn", cam.state === "stalled" || cam.state === "connecting");
+  // paused through the API or the config: nothing wrong, nothing running; not "down"
+  tile.classList.toggle("paused", cam.state === "paused");
   tile.querySelector(".fps-in").textContent = fmt(cam.fps_in, 1);
   tile.querySelector(".fps-out").textContent = fmt(cam.fps_out, 1);
   tile.querySelector(".p95").textContent = fmt(cam.latency_p95_ms, 0, " ms");
