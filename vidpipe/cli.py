@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import faulthandler
 import json
 import logging
 import os
@@ -154,10 +155,24 @@ def tune_process() -> dict[str, bool]:
     return applied
 
 
+def enable_crash_dumps() -> None:
+    """Dump every thread's Python stack to stderr on a fatal signal (SIGSEGV, SIGFPE,
+    SIGABRT, SIGBUS, SIGILL).
+
+    A native library that aborts (a C++ ``std::terminate``, a failed assertion in a decoder)
+    kills the process before any Python handler or log line runs: without this, a daemon
+    under systemd dies with nothing in its journal but the signal. The dump goes to fd 2,
+    which systemd sends to the journal; ``vidpipe.capture.native_stderr`` moves it to the
+    original stderr when it routes fd 2 through its pipe.
+    """
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from vidpipe.daemon import run
     from vidpipe.shard import resolve_shard
 
+    enable_crash_dumps()
     tune_process()
 
     cfg = load_config(args.config)
