@@ -27,7 +27,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_rules_are_valid(promtool: str, repo_root: Path) -> None:
     res = run(promtool, "check", "rules", str(repo_root / PROM / "alerts.yml"))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS: 6 rules found" in res.stdout
+    assert "SUCCESS: 7 rules found" in res.stdout
 
 
 def test_scrape_config_is_valid(promtool: str, repo_root: Path, tmp_path: Path) -> None:
@@ -55,3 +55,14 @@ def test_alert_rule_tests_can_fail(promtool: str, repo_root: Path, tmp_path: Pat
     (tmp_path / "alerts-test.yml").write_text(text)
     res = run(promtool, "test", "rules", str(tmp_path / "alerts-test.yml"))
     assert res.returncode != 0 and "belt" in res.stdout + res.stderr
+
+
+def test_overload_rule_tests_can_fail(promtool: str, repo_root: Path, tmp_path: Path) -> None:
+    """A rule that fired on any overload would alert on a five-minute burst: the tests see it."""
+    rules = (repo_root / PROM / "alerts.yml").read_text()
+    burst = "avg_over_time(vidpipe_overloaded[15m]) > 0.5"
+    assert burst in rules
+    (tmp_path / "alerts.yml").write_text(rules.replace(burst, "vidpipe_overloaded > 0"))
+    shutil.copy(repo_root / PROM / "alerts-test.yml", tmp_path / "alerts-test.yml")
+    res = run(promtool, "test", "rules", str(tmp_path / "alerts-test.yml"))
+    assert res.returncode != 0 and "VidpipeOverloaded" in res.stdout + res.stderr

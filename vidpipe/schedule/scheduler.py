@@ -467,7 +467,7 @@ class Scheduler:
             epoch=frame.epoch,
             still_frames=frame.still_frames,
         )
-        cam.inferred.inc()
+        cam.infer_done()
         cam.e2e_latency.observe(t_done - frame.t_capture)
         for cid, n in Counter(dets.class_id.tolist()).items():
             cam.detections(self.labels.name(cid), n)

@@ -83,6 +83,24 @@ async function refresh() {
   }
 }
 
+// The overload banner: vidpipe_overloaded from /api/stats. Less often than the tiles, as
+// the stats walk the whole registry.
+const OVERLOAD_REFRESH_MS = 5000;
+
+async function refreshOverload() {
+  try {
+    const resp = await fetch("/api/stats", { cache: "no-store" });
+    if (resp.ok) {
+      const data = await resp.json();
+      document.getElementById("overload-banner").hidden = data.pipeline.overloaded !== 1;
+    }
+  } catch (err) {
+    // the tiles' summary already says when the daemon is unreachable
+  } finally {
+    setTimeout(refreshOverload, OVERLOAD_REFRESH_MS);
+  }
+}
+
 // Recent event clips (/api/clips): re-rendered only when the list changes, so that a
 // playing video is not reloaded.
 const CLIPS_REFRESH_MS = 3000;
@@ -218,5 +236,6 @@ document.getElementById("event-filter").addEventListener("change", () => {
 });
 
 refresh();
+refreshOverload();
 refreshClips();
 refreshEvents();
