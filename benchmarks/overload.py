@@ -1,0 +1,254 @@
+"""``python -m benchmarks.overload``: what one daemon does with more cameras than it can infer.
+
+    python -m benchmarks.overload --device cuda --model M --labels L --clip car-1080p25.mp4 \\
+        --cameras 64,80,96,128 --json overload.jsonl
+    python -m benchmarks.overload --device cpu --cameras 8,24,48      # OpenVINO, the walkway
+
+The real daemon (``vidpipe.daemon.Daemon``, built through ``vidpipe.assemble``), configured as
+``benchmarks.gpu_daemon`` configures it: N cameras looping one clip in real time (``newest``
+mailboxes: a frame not taken before the next one is overwritten and counted), NVDEC and torch
+with ``--device cuda``, PyAV and OpenVINO with ``--device cpu``. Per count, over one window
+after a warm-up, from the daemon's own registry: total inferred fps, the worst and mean
+camera, drops by reason, mean batch and batches per second (the time a batch takes to form
+and go is their inverse), host cores by thread group and ``vidpipe_overloaded``.
+
+And, without py-spy, where the threads are: a sampler thread reads every thread's stack with
+``sys._current_frames()`` every ``--sample-ms`` and counts, for the scheduler, postprocess,
+batcher and completion threads, the innermost frame in vidpipe (file:function:line) with the
+call it is in. The sampler itself needs the GIL to take a sample, so how late it wakes
+(``sampler_late_ms``: p50, p95, max) measures how long a thread that has slept waits for the
+GIL: milliseconds when the GIL is saturated. The fewer samples it took, the worse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from benchmarks.gpu_daemon import (
+    _add_nvdec_arguments,
+    _snapshot,
+    point_config,
+    start_dmon,
+    stop_dmon,
+    thread_cpu,
+)
+from benchmarks.gpu_streams import wait_warm
+from vidpipe.quantiles import bucket_quantile, quantile_of
+from vidpipe.reload import active_cameras
+
+# The threads whose states are reported (by name, digits folded): the consumers of frames.
+_WATCHED = re.compile(r"vidpipe-(scheduler|postprocess|gpu-batcher|gpu#-slot#)")
+_PACKAGE = f"{os.sep}vidpipe{os.sep}"
+
+
+def _where(frame: FrameType | None) -> str:
+    """The innermost vidpipe frame as ``file:function:line``, with the call it waits in."""
+    leaf = frame.f_code.co_name if frame is not None else "?"
+    while frame is not None:
+        code = frame.f_code
+        if _PACKAGE in code.co_filename:
+            where = f"{Path(code.co_filename).name}:{code.co_name}:{frame.f_lineno}"
+            return where if leaf == code.co_name else f"{where} > {leaf}"
+        frame = frame.f_back
+    return f"(outside vidpipe) {leaf}"
+
+
+class StackSampler:
+    """Every ``period_s``, each watched thread's state; and how late the sampler woke."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self.states: dict[str, Counter[str]] = {}
+        self.late_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="overload-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        """End sampling; the states as shares of each thread group's samples."""
+        self._stop.set()
+        self._thread.join(5.0)
+        states = {}
+        for group, counts in sorted(self.states.items()):
+            total = sum(counts.values())
+            states[group] = {
+                "samples": total,
+                "top": {k: round(n / total, 3) for k, n in counts.most_common(8)},
+            }
+        late = sorted(self.late_ms)
+
+        def q(p: float) -> float | None:
+            v = quantile_of(late, p) if late else None
+            return None if v is None else round(v, 2)
+
+        return {
+            "samples": len(late),
+            "sampler_late_ms": {"p50": q(0.5), "p95": q(0.95), "max": q(1.0)},
+            "threads": states,
+        }
+
+    def _run(self) -> None:
+        due = time.perf_counter() + self.period_s
+        while not self._stop.is_set():
+            time.sleep(max(0.0, due - time.perf_counter()))
+            self.late_ms.append(1000.0 * (time.perf_counter() - due))  # GIL wait, mostly
+            names = {t.ident: re.sub(r"\d+", "#", t.name) for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                group = names.get(ident, "")
+                if _WATCHED.fullmatch(group):
+                    self.states.setdefault(group, Counter())[_where(frame)] += 1
+            due = max(due + self.period_s, time.perf_counter())
+
+
+def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
+    """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
+    from vidpipe.daemon import Daemon
+
+    decoder = "nvdec" if args.inference == "torch" else "pyav"
+    with tempfile.TemporaryDirectory(prefix="vidpipe-overload-") as tmp:
+        cfg = point_config(args, decoder, cameras, Path(tmp) / "results.jsonl")
+        mine = list(active_cameras(cfg, None))
+        daemon = Daemon(cfg)
+        t_start = time.monotonic()
+        daemon.start()
+        try:
+            wait_warm(daemon)
+            startup_s = time.monotonic() - t_start
+            time.sleep(args.warmup)
+            registry = daemon.metrics.registry
+            sampler = StackSampler(args.sample_ms / 1000.0)
+            dmon = start_dmon(args.device) if args.inference == "torch" else None
+            before, cpu0, t0, threads0 = (
+                _snapshot(registry, mine),
+                time.process_time(),
+                time.time(),
+                thread_cpu(),
+            )
+            sampler.start()
+            time.sleep(args.window)
+            stacks = sampler.stop()
+            after, cpu1, t1, threads1 = (
+                _snapshot(registry, mine),
+                time.process_time(),
+                time.time(),
+                thread_cpu(),
+            )
+            overloaded = registry.get_sample_value("vidpipe_overloaded")
+            utilisation = stop_dmon(dmon)
+        finally:
+            daemon.shutdown()
+    return summarise(
+        cameras, before, after, t1 - t0, (cpu1 - cpu0) / (t1 - t0), threads0, threads1
+    ) | {
+        "decoder": decoder,
+        "inference": args.inference,
+        "startup_s": round(startup_s, 1),
+        "overloaded": overloaded,
+        "gpu_util": utilisation,
+        "stacks": stacks,
+    }
+
+
+def summarise(
+    cameras: int,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    seconds: float,
+    cores: float,
+    threads0: dict[str, float],
+    threads1: dict[str, float],
+) -> dict[str, Any]:
+    """The window's figures from two registry snapshots."""
+    fps = [
+        (a["inferred"] - before["cams"][name]["inferred"]) / seconds
+        for name, a in after["cams"].items()
+    ]
+    total = sum(fps)
+    batches = after["batches"] - before["batches"]
+    frames = after["frames"] - before["frames"]
+    buckets = {le: n - before["buckets"].get(le, 0.0) for le, n in after["buckets"].items()}
+    drops = {r: n - before["drops"].get(r, 0.0) for r, n in after["drops"].items()}
+    return {
+        "cameras": cameras,
+        "total_fps": round(total, 1),
+        "mean_fps": round(total / len(fps), 2) if fps else 0.0,
+        "worst_fps": round(min(fps), 2) if fps else 0.0,
+        "fairness": round(min(fps) / (total / len(fps)), 3) if total else None,
+        "p50_latency_s": bucket_quantile({}, buckets, 0.5),
+        "p95_latency_s": bucket_quantile({}, buckets, 0.95),
+        "mean_batch": round(frames / batches, 1) if batches else None,
+        "batches_per_s": round(batches / seconds, 1),
+        "drops_per_s": {r: round(n / seconds, 1) for r, n in sorted(drops.items()) if n},
+        "host_cores": round(cores, 2),
+        "thread_cores": {
+            name: round((cpu - threads0.get(name, 0.0)) / seconds, 3)
+            for name, cpu in sorted(threads1.items(), key=lambda kv: -kv[1])
+            if (cpu - threads0.get(name, 0.0)) / seconds > 0.01
+        },
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.overload", description=__doc__)
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--model", type=Path, help="the ONNX model (default: the assets')")
+    p.add_argument("--labels", type=Path, help="its labels (default: the assets')")
+    p.add_argument("--clip", type=Path, help="the clip every camera plays")
+    p.add_argument("--cameras", default="64,80,96,128", help="camera counts")
+    p.add_argument("--gpu", type=int, default=0, help="CUDA device (cuda)")
+    p.add_argument("--streams", type=int, default=2)
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--batch-timeout-ms", type=float, default=20.0)
+    p.add_argument("--precision", choices=("f32", "tf32", "f16"), default="f16")
+    _add_nvdec_arguments(p)
+    p.add_argument("--warmup", type=float, default=6.0, help="seconds before the window")
+    p.add_argument("--window", type=float, default=12.0, help="measurement window, seconds")
+    p.add_argument("--sample-ms", type=float, default=10.0, help="stack sampling period")
+    p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
+    return p
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    """The assets' model, labels and walkway clip where none is given; the device's backend;
+    the fields ``point_config`` reads that this rig does not vary."""
+    from vidpipe.assets import default_assets_dir
+
+    assets = default_assets_dir()
+    args.model = args.model or assets / "models" / "yolox_nano.onnx"
+    args.labels = args.labels or assets / "models" / "coco80.txt"
+    args.clip = args.clip or assets / "videos" / "one-by-one-person-detection.mp4"
+    args.inference = "torch" if args.device == "cuda" else "openvino"
+    args.shard_assignment = "rendezvous"
+    args.device = args.gpu  # point_config's name for the CUDA device
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    _defaults(args)
+    for n in (int(c) for c in args.cameras.split(",") if c):
+        point = measure(args, n)
+        line = json.dumps(point)
+        print(line, flush=True)
+        if args.json is not None:
+            with args.json.open("a") as out:
+                out.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
