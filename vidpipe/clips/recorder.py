@@ -29,7 +29,7 @@ import numpy as np
 from vidpipe.clips.ring import PacketRing, Segment
 from vidpipe.clips.store import clean_temp, clip_id, enforce
 from vidpipe.clips.writer import ClipJob, ClipWriteError, Crop, write_clip
-from vidpipe.config import CameraConfig, ClipsConfig
+from vidpipe.config import CameraConfig, ClipsConfig, SchedulerConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
 from vidpipe.sinks.record import event_record
 from vidpipe.types import ClipEvent, FrameResult, TrackEvent, host_image
@@ -44,6 +44,9 @@ _ERROR_LOG_INTERVAL_S = 30.0
 #: scheduling (and a loaded machine's); the window is cut this much wider on both sides so that
 #: it covers [first - pre_s, last + post_s] in the stream's own timestamps.
 _JITTER_S = 0.5
+#: The scheduler drops a frame older than this when its turn comes (``max_frame_age_ms``):
+#: the latest a trigger can reach the recorder, unless the assembler passes the configured value.
+_DEFAULT_MAX_LATENCY_S = SchedulerConfig().max_frame_age_ms / 1000.0
 #: Triggers listed in a sidecar (a class trigger fires on every frame: one per track is kept).
 _MAX_TRIGGERS = 50
 
@@ -92,6 +95,9 @@ class ClipRecorder:
         metrics: the process's metrics.
         queue_size: clips waiting to be written; beyond it a clip is dropped (counted).
         clock: the monotonic clock that packet and frame times come from.
+        max_latency_s: how long after its capture a frame may still be detected on
+            (``scheduler.max_frame_age_ms``): the rings keep that much more than ``pre_s``, so
+            that a trigger handled that late still gets its whole pre-roll.
     """
 
     def __init__(
@@ -99,9 +105,11 @@ class ClipRecorder:
         metrics: Metrics,
         queue_size: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        max_latency_s: float = _DEFAULT_MAX_LATENCY_S,
     ) -> None:
         self._metrics = metrics
         self._clock = clock
+        self._max_latency_s = max_latency_s
         self._cameras: dict[str, _Camera] = {}
         self._lock = threading.Lock()  # open clips and announcements: result vs writer thread
         self._jobs: queue.Queue[ClipJob] = queue.Queue(queue_size)
@@ -126,6 +134,8 @@ class ClipRecorder:
             int(cfg.buffer_mb * 1024 * 1024),
             on_overflow=self._metrics.clip_ring_overflow.labels(camera=cam.name).inc,
             on_stream_end=functools.partial(self._stream_ended, cam.name),
+            # a clip is cut from _JITTER_S before first trigger - pre_s
+            latency_s=self._max_latency_s + _JITTER_S,
         )
         for reason in CLIP_FAILURES:
             self._metrics.clips_failed.labels(camera=cam.name, reason=reason)

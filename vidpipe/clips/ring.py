@@ -2,9 +2,13 @@
 
 ``PacketRing`` is the camera's packet tap (``vidpipe.capture.source.PacketTap``). It keeps
 whole groups of pictures (a keyframe and the packets up to the next one), so that whatever it
-hands out starts on a keyframe: the last ``pre_s`` seconds back to the keyframe before them,
-and, while a clip is open (``hold``), everything from the clip's start on. Its memory is
-bounded by ``max_bytes``; reaching it drops the oldest group and is counted.
+hands out starts on a keyframe: the last ``pre_s + latency_s`` seconds back to the keyframe
+before them, and, while a clip is open (``hold``), everything from the clip's start on. Its
+memory is bounded by ``max_bytes``; reaching it drops the oldest group and is counted.
+
+A trigger is handled after detection, when newer packets have arrived: keeping only ``pre_s``
+back from the newest packet shortened the pre-roll by that delay (2.0 s of a 3 s ``pre_s`` at
+10 frames late). ``latency_s`` is how late a trigger may come.
 
 Times are ``time.monotonic()``: a packet's demux time and a frame's capture time are on the
 same clock, so a trigger at a frame's ``t_capture`` finds its packets here.
@@ -81,11 +85,13 @@ class PacketRing:
 
     Args:
         camera: the camera's name.
-        pre_s: seconds of packets kept before now (back to the keyframe before them).
+        pre_s: seconds of pre-roll a clip starts with (back to the keyframe before them).
         max_bytes: memory limit of the packets held.
         on_overflow: called (under the ring's lock, so: quickly) each time the limit drops a group.
         on_stream_end: called with the old stream's held segment when a new stream starts while
             a clip holds packets (a reconnect ends the clip there).
+        latency_s: how long after its frame was captured a trigger may reach the recorder;
+            ``pre_s + latency_s`` seconds are kept before the newest packet.
     """
 
     def __init__(
@@ -95,9 +101,11 @@ class PacketRing:
         max_bytes: int,
         on_overflow: Callable[[], None] = lambda: None,
         on_stream_end: Callable[[Segment], None] = lambda _s: None,
+        latency_s: float = 0.0,
     ) -> None:
         self.camera = camera
         self.pre_s = pre_s
+        self.keep_s = pre_s + latency_s
         self.max_bytes = max_bytes
         self._on_overflow = on_overflow
         self._on_stream_end = on_stream_end
@@ -139,7 +147,7 @@ class PacketRing:
             self._trim(packet.t_capture)
 
     def _trim(self, now: float) -> None:
-        horizon = now - self.pre_s
+        horizon = now - self.keep_s
         if self._hold_from is not None:
             horizon = min(horizon, self._hold_from)
         gops = self._gops
