@@ -10,7 +10,13 @@ from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, M
 from vidpipe.infer.backends import build_backend
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.labels import Labels
-from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, check_output_shapes
+from vidpipe.postprocess.decode import (
+    DECODERS,
+    DecodeParams,
+    Decoder,
+    check_output_shapes,
+    model_type,
+)
 from vidpipe.schedule.scheduler import CameraRules
 
 
@@ -33,25 +39,38 @@ def load_labels(path: Path | None, num_classes: int | None = None) -> Labels:
 
 
 def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
-    """Compile the model and check its outputs against the configured decoder and labels.
+    """Compile the model, fed as its type wants (``model.type``'s input: placement, pad,
+    normalisation), and check its outputs against the type's decoder and the labels.
 
     Raises:
-        BackendError: listing every problem found.
+        BackendError: listing every problem found, naming ``model.type``, and the type the
+            outputs do fit where one does.
     """
     labels = load_labels(model.labels) if model.labels else None
-    backend = build_backend(model.path, inference)
+    backend = build_backend(model.path, inference, model_type(model.type).input)
     spec = backend.input_spec
     num_classes, problems = check_output_shapes(
         model.type, backend.output_shapes, spec.width, spec.height, len(labels) if labels else None
     )
     if problems:
         backend.close()
+        fits = _types_that_fit(backend.output_shapes, spec.width, spec.height)
+        hint = f" (its outputs fit model.type {' or '.join(fits)})" if fits else ""
         raise BackendError(
-            f"model {model.path} does not fit model.type {model.type!r}: " + "; ".join(problems)
+            f"model {model.path} does not fit model.type {model.type!r}: "
+            + "; ".join(problems)
+            + hint
         )
     return LoadedModel(
         backend, DECODERS[model.type], labels or load_labels(None, num_classes), num_classes
     )
+
+
+def _types_that_fit(shapes: list[tuple[int, ...]], width: int, height: int) -> list[str]:
+    """The model types whose output check a model's outputs pass (SSD's says nothing of the
+    classes, so it is named only for a model no other type fits)."""
+    fits = [t for t in DECODERS if not check_output_shapes(t, shapes, width, height, None)[1]]
+    return [t for t in fits if t != "ssd"] or fits
 
 
 def class_ids_for(cam: CameraConfig, index: int, labels: Labels) -> frozenset[int] | None:

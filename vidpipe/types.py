@@ -145,13 +145,16 @@ class Frame:
 class Letterbox:
     """How an original frame maps into the model input.
 
-    The image is resized by ``scale`` keeping aspect and placed at the top-left corner of the
-    input; the rest is padding. A point ``p`` in input pixels is ``p / scale`` in frame pixels.
+    The image is resized by ``scale`` keeping aspect and placed with its top-left corner at
+    ``(pad_x, pad_y)`` of the input (0, 0 for YOLOX; centred for NanoDet); the rest is
+    padding. A point ``p`` in input pixels is ``(p - pad) / scale`` in frame pixels.
     """
 
     scale: float
     src_w: int
     src_h: int
+    pad_x: int = 0
+    pad_y: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ def test_the_unions_are_built_from_the_declarations() -> None:
     assert "'jsonl', 'snapshot', 'mqtt', 'webhook'" in str(err.value)
     with pytest.raises(ConfigError) as err:
         parse_config("model:\n  path: m.onnx\n  type: yolo\n")
-    assert "'yolox', 'yolov8' or 'ssd'" in str(err.value)
+    assert "'yolox', 'yolov8', 'ssd' or 'nanodet'" in str(err.value)
     assert parse_config(BASE + "inference: {type: torch}\n").inference.type == "torch"
 
 

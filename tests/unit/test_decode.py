@@ -12,6 +12,7 @@ from vidpipe.postprocess.decode import (
     DecodeParams,
     _yolox_grid,
     check_output_shapes,
+    decode_nanodet,
     decode_ssd,
     decode_yolov8,
     decode_yolox,
@@ -207,9 +208,12 @@ def test_ssd_accepts_unbatched_rows_and_rejects_wrong_width():
 
 
 def test_decoder_registry():
-    assert set(DECODERS) == {"yolox", "yolov8", "ssd"}
+    assert set(DECODERS) == {"yolox", "yolov8", "ssd", "nanodet"}
     assert DECODERS["yolox"] is decode_yolox and DECODERS["ssd"] is decode_ssd
-    assert DECODERS["yolov8"] is decode_yolov8
+    assert DECODERS["yolov8"] is decode_yolov8 and DECODERS["nanodet"] is decode_nanodet
+
+
+NANODET_416 = [(1, n, 80) for n in (2704, 676, 169)] + [(1, n, 32) for n in (2704, 676, 169)]
 
 
 @pytest.mark.parametrize(
@@ -230,7 +234,20 @@ def test_decoder_registry():
         ("ssd", [(1, 1, 200, 7)], 300, 91, 91, None),
         ("ssd", [(1, 1, 200, 7)], 300, None, 0, None),
         ("ssd", [(1, 200, 7)], 300, 91, 91, "expected (1, 1, N, 7)"),
-        ("yolo", [], 416, 80, 0, "unknown model type 'yolo'; valid types: ssd, yolov8, yolox"),
+        ("nanodet", NANODET_416, 416, 80, 80, None),
+        ("nanodet", NANODET_416[3:] + NANODET_416[:3], 416, None, 80, None),
+        ("nanodet", NANODET_416, 416, 79, 80, "label file has 79 names"),
+        ("nanodet", NANODET_416, 320, 80, 0, "no class-score and 32-bin distance pair with 1600"),
+        ("nanodet", [(1, 3549, 85)], 416, 80, 0, "expected 6 outputs"),
+        ("yolox", NANODET_416, 416, 80, 0, "exactly 1 output"),
+        (
+            "yolo",
+            [],
+            416,
+            80,
+            0,
+            "unknown model type 'yolo'; valid types: nanodet, ssd, yolov8, yolox",
+        ),
     ],
 )
 def test_check_output_shapes(model_type, shapes, size, labels, want_classes, want_problem):

@@ -17,7 +17,14 @@ from pydantic import Field, field_validator, model_validator
 from vidpipe.config.base import ConfigModel
 from vidpipe.config.registry import BACKENDS, MODEL_TYPES
 
-MODEL_TYPES.declare("yolox", "yolov8", "ssd")
+MODEL_TYPES.declare("yolox", "yolov8", "ssd", "nanodet")
+
+GPU_MODEL_TYPES: frozenset[str] = frozenset({"yolox", "yolov8", "ssd"})
+"""The model types the GPU backends (torch, tensorrt) take. Their letterbox (host rows and the
+CUDA kernel) places the picture top-left with pad 114 and gives the model 0-255 pixels, and
+their postprocessing runs on the device: a type trained on another input (NanoDet: centred,
+pad 0, normalised) would be fed the wrong picture. A new type is refused there until both
+are taught its input and its decoder."""
 
 if TYPE_CHECKING:
     ModelType = str
@@ -58,10 +65,26 @@ class ModelConfig(ConfigModel):
     path: Path = Field(description="ONNX or OpenVINO IR file of the detector")
     labels: Path | None = Field(None, description="class names, one per line, in class-id order")
     type: ModelType = Field(
-        "yolox", description="output decoder: yolox, yolov8 (Ultralytics export) or ssd"
+        "yolox",
+        description="the model's type, which fixes its input (letterbox placement, pad, "
+        "normalisation) and its output decoder: yolox (top-left, pad 114), yolov8 (Ultralytics "
+        "export), ssd, or nanodet (NanoDet-m: centred, pad 0, mean/std in the graph; "
+        "inference type openvino only)",
     )
     score_threshold: float = Field(0.3, ge=0, le=1, description="default minimum score")
     iou_threshold: float = Field(0.45, gt=0, le=1, description="NMS IoU threshold")
+
+    def backend_problem(self, inference: InferenceConfigBase) -> str | None:
+        """Why ``inference`` cannot run this model's type (None: it can); the message starts
+        with the YAML path, so that the loader points at the line."""
+        if inference.type in ("torch", "tensorrt") and self.type not in GPU_MODEL_TYPES:
+            takes = ", ".join(sorted(GPU_MODEL_TYPES))
+            return (
+                f"model.type: {self.type!r} runs on inference type openvino only; inference "
+                f"type {inference.type!r} letterboxes top-left with pad 114 and decodes "
+                f"on the GPU for {takes} alone (use inference type openvino)"
+            )
+        return None
 
 
 class OpenVINOAdvanced(ConfigModel):

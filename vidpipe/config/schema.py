@@ -346,6 +346,13 @@ class Config(ConfigModel):
         return self
 
     @model_validator(mode="after")
+    def _model_on_its_backend(self) -> Config:
+        problem = self.model.backend_problem(self.inference)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _clip_windows(self) -> Config:
         # the leading path lets _describe point at the line; the message names the camera
         problem = self.clips.window_problem()

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from vidpipe.config import BACKENDS, GpuConfig, InferenceConfig, OpenVINOConfig
-from vidpipe.infer.base import InferenceBackend
+from vidpipe.infer.base import BackendError, InferenceBackend
+from vidpipe.preprocess.letterbox import DEFAULT_INPUT, ModelInput
 
 _C = TypeVar("_C")
-BackendFactory = Callable[[Path, _C], InferenceBackend]
+BackendFactory = Callable[[Path, _C, ModelInput], InferenceBackend]
+"""``factory(model_path, cfg, model_input)``: ``model_input`` is the model type's input
+(letterbox placement, pad, normalisation), which the backend's buffers and graph follow."""
 
 
 def register_backend(*types: str) -> Callable[[BackendFactory[_C]], BackendFactory[_C]]:
@@ -24,20 +27,30 @@ def register_backend(*types: str) -> Callable[[BackendFactory[_C]], BackendFacto
 
 
 @register_backend("openvino")
-def _openvino(model_path: Path, cfg: OpenVINOConfig) -> InferenceBackend:
+def _openvino(model_path: Path, cfg: OpenVINOConfig, model_input: ModelInput) -> InferenceBackend:
     from vidpipe.infer.openvino import OpenVINOBackend
 
-    return OpenVINOBackend(model_path, cfg)
+    return OpenVINOBackend(model_path, cfg, model_input=model_input)
 
 
 @register_backend("tensorrt", "torch")
-def _gpu(model_path: Path, cfg: GpuConfig) -> InferenceBackend:
+def _gpu(model_path: Path, cfg: GpuConfig, model_input: ModelInput) -> InferenceBackend:
+    # Config validation refuses such a model type already; this is for callers that build a
+    # backend without a validated Config.
+    if model_input != DEFAULT_INPUT:
+        raise BackendError(
+            f"inference type {cfg.type!r} letterboxes top-left with pad 114 and 0-255 pixels "
+            f"only; this model wants {model_input.describe()} (use inference type openvino)"
+        )
     from vidpipe.infer.gpu import build_gpu_backend
 
     return build_gpu_backend(model_path, cfg)
 
 
-def build_backend(model_path: Path, cfg: InferenceConfig) -> InferenceBackend:
-    """The backend registered for ``cfg.type``, over the model at ``model_path``."""
+def build_backend(
+    model_path: Path, cfg: InferenceConfig, model_input: ModelInput = DEFAULT_INPUT
+) -> InferenceBackend:
+    """The backend registered for ``cfg.type``, over the model at ``model_path``, fed as
+    ``model_input`` says."""
     factory: BackendFactory[InferenceConfig] = BACKENDS.factory(cfg.type)
-    return factory(model_path, cfg)
+    return factory(model_path, cfg, model_input)

@@ -1,8 +1,8 @@
 """Postprocess stage: pure functions from raw model outputs to drawn detections.
 
-``decode`` turns raw outputs into boxes in model-input pixels, ``nms`` suppresses duplicates,
-``pipeline.postprocess`` chains them and maps boxes back to frame pixels, ``draw`` annotates
-a copy of a frame.
+``decode`` registers the model types and turns raw outputs into boxes in model-input pixels
+(NanoDet's decoder is in ``nanodet``), ``nms`` suppresses duplicates, ``pipeline.postprocess``
+chains them and maps boxes back to frame pixels, ``draw`` annotates a copy of a frame.
 
 The class-agnostic ``nms`` function is not re-exported here: ``vidpipe.postprocess.nms`` stays
 the module (import the function from it).
@@ -13,6 +13,7 @@ from vidpipe.postprocess.decode import (
     DecodeParams,
     Decoder,
     check_output_shapes,
+    decode_nanodet,
     decode_ssd,
     decode_yolov8,
     decode_yolox,
@@ -27,6 +28,7 @@ __all__ = [
     "Decoder",
     "box_iou",
     "check_output_shapes",
+    "decode_nanodet",
     "decode_ssd",
     "decode_yolov8",
     "decode_yolox",

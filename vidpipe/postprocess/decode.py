@@ -1,4 +1,5 @@
-"""Decode raw model outputs into detections in model-input pixels.
+"""Model types: each one registration of its decoder, output check and input; and the
+decoders of YOLOX, YOLOv8 and SSD (NanoDet's is in :mod:`vidpipe.postprocess.nanodet`).
 
 Every decoder takes the outputs of ONE image (batch dimension already stripped) and returns
 :class:`~vidpipe.types.Detections` whose boxes are in model-input pixels, i.e. still
@@ -8,6 +9,10 @@ scores several classes keeps its best class only. NMS and un-letterboxing are do
 
 :func:`check_output_shapes` validates a model's output shapes once, at load time, so that a
 model that does not fit fails with a clear message instead of decoding garbage per frame.
+
+A model type is declared by name in ``vidpipe.config.inference`` and implemented here in one
+``register_decoder`` call: its decoder, its output check and its ``ModelInput`` (letterbox
+placement, pad value, normalisation), which the backend builds its input from.
 """
 
 from __future__ import annotations
@@ -20,28 +25,34 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config import MODEL_TYPES
+from vidpipe.postprocess.nanodet import NANODET_INPUT, check_nanodet, decode_nanodet
+from vidpipe.postprocess.params import (
+    STRIDES,
+    DecodeParams,
+    Decoder,
+    ShapeCheck,
+    batch_ok,
+    fmt_shape,
+)
+from vidpipe.preprocess.letterbox import DEFAULT_INPUT, ModelInput
 from vidpipe.types import Detections
 
-#: Strides of the three YOLOX / YOLOv8 detection heads, in the order their anchors appear.
-STRIDES: tuple[int, ...] = (8, 16, 32)
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeParams:
-    """What a decoder needs to know besides the raw outputs.
-
-    Attributes:
-        input_w: model input width, pixels.
-        input_h: model input height, pixels.
-        score_threshold: rows scoring below this are dropped.
-    """
-
-    input_w: int
-    input_h: int
-    score_threshold: float
-
-
-Decoder = Callable[[Sequence[np.ndarray], DecodeParams], Detections]
+__all__ = [
+    "DECODERS",
+    "DECODER_NAMES",
+    "STRIDES",
+    "DecodeParams",
+    "Decoder",
+    "ModelType",
+    "check_output_shapes",
+    "decode_nanodet",
+    "decode_ssd",
+    "decode_yolov8",
+    "decode_yolox",
+    "model_type",
+    "num_anchors",
+    "register_decoder",
+]
 
 
 def num_anchors(input_w: int, input_h: int) -> int:
@@ -174,29 +185,21 @@ def decode_ssd(outputs: Sequence[np.ndarray], params: DecodeParams) -> Detection
     return Detections(xyxy, rows[:, 2], rows[:, 1].astype(np.int32))
 
 
-def _fmt(shape: Sequence[int]) -> str:
-    return "(" + ", ".join(str(d) for d in shape) + ")"
-
-
 def _dynamic(dim: int) -> bool:
     return dim <= 0
-
-
-def _batch_ok(shape: Sequence[int]) -> bool:
-    return _dynamic(shape[0]) or shape[0] >= 1
 
 
 def _check_yolox(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, list[str]]:
     anchors = num_anchors(input_w, input_h)
     if (
         len(shape) == 3
-        and _batch_ok(shape)
+        and batch_ok(shape)
         and (_dynamic(shape[1]) or shape[1] == anchors)
         and shape[2] >= 6
     ):
         return shape[2] - 5, []
     return 0, [
-        f"model output {_fmt(shape)} does not look like YOLOX for input {input_w}x{input_h}: "
+        f"model output {fmt_shape(shape)} does not look like YOLOX for input {input_w}x{input_h}: "
         f"expected (1, {anchors}, 5+C)"
     ]
 
@@ -205,7 +208,7 @@ def _check_yolov8(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int
     anchors = num_anchors(input_w, input_h)
     if (
         len(shape) == 3
-        and _batch_ok(shape)
+        and batch_ok(shape)
         and (_dynamic(shape[2]) or shape[2] == anchors)
         and shape[1] >= 5
     ):
@@ -214,39 +217,58 @@ def _check_yolov8(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int
     if len(shape) == 3 and shape[1] == anchors and shape[2] >= 5:
         hint = " (it looks transposed: (1, N, 4+C))"
     return 0, [
-        f"model output {_fmt(shape)} does not look like YOLOv8 for input {input_w}x{input_h}: "
+        f"model output {fmt_shape(shape)} does not look like YOLOv8 for input {input_w}x{input_h}: "
         f"expected (1, 4+C, {anchors}){hint}"
     ]
 
 
 def _check_ssd(shape: Sequence[int], input_w: int, input_h: int) -> tuple[int, list[str]]:
-    if len(shape) == 4 and _batch_ok(shape) and shape[1] == 1 and shape[3] == 7:
+    if len(shape) == 4 and batch_ok(shape) and shape[1] == 1 and shape[3] == 7:
         return 0, []
     return 0, [
-        f"model output {_fmt(shape)} does not look like an SSD DetectionOutput for input "
+        f"model output {fmt_shape(shape)} does not look like an SSD DetectionOutput for input "
         f"{input_w}x{input_h}: expected (1, 1, N, 7)"
     ]
 
 
-ShapeCheck = Callable[[Sequence[int], int, int], tuple[int, list[str]]]
+def _one_output(
+    check: Callable[[Sequence[int], int, int], tuple[int, list[str]]], name: str
+) -> ShapeCheck:
+    """A ``ShapeCheck`` of a single-output model type from the check of that one shape."""
+
+    def check_all(
+        shapes: Sequence[tuple[int, ...]], input_w: int, input_h: int
+    ) -> tuple[int, list[str]]:
+        if len(shapes) != 1:
+            listed = ", ".join(fmt_shape(s) for s in shapes) or "none"
+            return 0, [f"a {name} model must have exactly 1 output, this one has: {listed}"]
+        return check(shapes[0], input_w, input_h)
+
+    return check_all
 
 
 @dataclass(frozen=True, slots=True)
 class ModelType:
-    """The implementation of one ``model.type``: its decoder and its output-shape check."""
+    """The implementation of one ``model.type``: its decoder, its output check and the input
+    it was trained on (placement, pad, normalisation)."""
 
     decode: Decoder
     check: ShapeCheck
+    input: ModelInput = DEFAULT_INPUT
 
 
-def register_decoder(name: str, decode: Decoder, check: ShapeCheck) -> None:
-    """Implement the model type ``name`` (declared in ``vidpipe.config.inference``)."""
-    MODEL_TYPES.register(name)(ModelType(decode, check))
+def register_decoder(
+    name: str, decode: Decoder, check: ShapeCheck, model_input: ModelInput = DEFAULT_INPUT
+) -> None:
+    """Implement the model type ``name`` (declared in ``vidpipe.config.inference``): the one
+    registration that makes it work, from its input to its detections."""
+    MODEL_TYPES.register(name)(ModelType(decode, check, model_input))
 
 
-register_decoder("yolox", decode_yolox, _check_yolox)
-register_decoder("yolov8", decode_yolov8, _check_yolov8)
-register_decoder("ssd", decode_ssd, _check_ssd)
+register_decoder("yolox", decode_yolox, _one_output(_check_yolox, "yolox"))
+register_decoder("yolov8", decode_yolov8, _one_output(_check_yolov8, "yolov8"))
+register_decoder("ssd", decode_ssd, _one_output(_check_ssd, "ssd"))
+register_decoder("nanodet", decode_nanodet, check_nanodet, NANODET_INPUT)
 
 DECODERS: dict[str, Decoder] = {
     name: MODEL_TYPES.factory(name).decode
@@ -257,6 +279,16 @@ DECODERS: dict[str, Decoder] = {
 
 DECODER_NAMES: dict[Decoder, str] = {decoder: name for name, decoder in DECODERS.items()}
 """Decoder -> its model type (what a backend that postprocesses on the device is told)."""
+
+
+def model_type(name: str) -> ModelType:
+    """The registration of ``model.type`` ``name``.
+
+    Raises:
+        LookupError: no such type is registered.
+    """
+    entry: ModelType = MODEL_TYPES.factory(name)
+    return entry
 
 
 def check_output_shapes(
@@ -286,10 +318,7 @@ def check_output_shapes(
         return 0, [f"unknown model type {model_type!r}; valid types: {valid}"]
     check: ShapeCheck = MODEL_TYPES.factory(model_type).check
     shapes = [tuple(int(d) for d in s) for s in output_shapes]
-    if len(shapes) != 1:
-        listed = ", ".join(_fmt(s) for s in shapes) or "none"
-        return 0, [f"a {model_type} model must have exactly 1 output, this one has: {listed}"]
-    num_classes, problems = check(shapes[0], input_w, input_h)
+    num_classes, problems = check(shapes, input_w, input_h)
     if model_type == "ssd":
         num_classes = num_labels or 0
     elif not problems and num_labels is not None and num_labels != num_classes:

@@ -22,8 +22,8 @@ def postprocess(
     """Decode, filter, suppress and un-letterbox the outputs of one image.
 
     Steps: ``decoder`` (score threshold from ``params``) -> keep only ``class_ids`` ->
-    class-aware NMS -> divide boxes by ``letterbox.scale`` -> clip to
-    ``[0, src_w] x [0, src_h]``.
+    class-aware NMS -> take the letterbox's pad offset off the boxes and divide them by
+    ``letterbox.scale`` -> clip to ``[0, src_w] x [0, src_h]``.
 
     Args:
         outputs: the model outputs of one image, batch dimension stripped.
@@ -44,7 +44,10 @@ def postprocess(
     if not len(det):
         return Detections.empty()
     keep = nms_class_aware(det.xyxy, det.score, det.class_id, iou_threshold)
-    xyxy = det.xyxy[keep] / np.float32(letterbox.scale)
+    xyxy = det.xyxy[keep]
+    if letterbox.pad_x or letterbox.pad_y:  # a centred picture (NanoDet); YOLOX's is at 0, 0
+        xyxy = xyxy - np.array([letterbox.pad_x, letterbox.pad_y] * 2, np.float32)
+    xyxy = xyxy / np.float32(letterbox.scale)
     np.clip(xyxy[:, 0::2], 0.0, letterbox.src_w, out=xyxy[:, 0::2])
     np.clip(xyxy[:, 1::2], 0.0, letterbox.src_h, out=xyxy[:, 1::2])
     return Detections(xyxy, det.score[keep], det.class_id[keep])

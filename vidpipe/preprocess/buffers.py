@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.preprocess.letterbox import hwc_to_chw_float, letterbox_geometry, letterbox_into
+from vidpipe.preprocess.letterbox import (
+    DEFAULT_INPUT,
+    ModelInput,
+    hwc_to_chw_float,
+    letterbox_geometry,
+    letterbox_into,
+)
 from vidpipe.types import DeviceImage, FittedImage, Image, Letterbox, TensorSpec
 
 _allocations = 0
@@ -37,9 +43,10 @@ class InputBuffer:
             scratch the letterbox goes through).
         device: the frame, when it is still on the GPU (an NVDEC picture): the GPU backend
             letterboxes it into its device batch and ``hwc`` is not touched.
-        padded_for: the picture size ``(new_w, new_h)`` whose pad (114 below and right of
-            it) ``hwc`` holds now; None: not known. Whoever writes ``hwc`` other than through
-            ``fill`` must set it: None, or the geometry of the pad it wrote or copied.
+        padded_for: the picture size ``(new_w, new_h)`` whose pad (``model_input``'s
+            around it) ``hwc`` holds now; None: not known. Whoever writes ``hwc`` other than
+            through ``fill`` must set it: None, or the geometry of the pad it wrote or copied.
+        model_input: where the model type wants the picture, and its pad.
     """
 
     index: int
@@ -48,6 +55,7 @@ class InputBuffer:
     device: DeviceImage | None = None
     planes: tuple[npt.NDArray[np.uint8], ...] = ()  # f32 tensors: the channel split's scratch
     padded_for: tuple[int, int] | None = None
+    model_input: ModelInput = DEFAULT_INPUT
 
     def fill(self, image: Image) -> Letterbox:
         """Letterbox ``image`` into this buffer and convert it to the tensor layout.
@@ -81,7 +89,13 @@ class InputBuffer:
         else:
             geometry = letterbox_geometry(image.shape[1], image.shape[0], w, h)
             new_size = geometry[1:]
-            lb = letterbox_into(image, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
+            lb = letterbox_into(
+                image,
+                self.hwc,
+                pad=self.padded_for != new_size,
+                geometry=geometry,
+                model_input=self.model_input,
+            )
             self.padded_for = new_size
         if self.tensor.dtype == np.float32:  # u8 NHWC tensors are a view of ``hwc`` already
             hwc_to_chw_float(self.hwc, self.tensor[0], self.planes)
@@ -96,14 +110,32 @@ class InputBuffer:
         if image.fitted.shape[:2] != (new_size[1], new_size[0]):
             raise ValueError(f"fitted picture {image.fitted.shape} is not {new_size} for {w}x{h}")
         # the geometry says the picture is at its size already: it is copied, not resized
-        letterbox_into(image.fitted, self.hwc, pad=self.padded_for != new_size, geometry=geometry)
+        placed = letterbox_into(
+            image.fitted,
+            self.hwc,
+            pad=self.padded_for != new_size,
+            geometry=geometry,
+            model_input=self.model_input,
+        )
         self.padded_for = new_size
-        return Letterbox(scale=geometry[0], src_w=image.width, src_h=image.height)
+        return Letterbox(
+            scale=geometry[0],
+            src_w=image.width,
+            src_h=image.height,
+            pad_x=placed.pad_x,
+            pad_y=placed.pad_y,
+        )
 
 
-def input_buffer(spec: TensorSpec, index: int, tensor: np.ndarray | None = None) -> InputBuffer:
+def input_buffer(
+    spec: TensorSpec,
+    index: int,
+    tensor: np.ndarray | None = None,
+    model_input: ModelInput = DEFAULT_INPUT,
+) -> InputBuffer:
     """An ``InputBuffer`` over ``tensor`` (backend memory of ``spec.shape``), or over new
-    memory when ``tensor`` is None (backends without memory of their own, tests).
+    memory when ``tensor`` is None (backends without memory of their own, tests), that
+    letterboxes as ``model_input`` says.
 
     Raises:
         ValueError: an input spec other than u8 NHWC or f32 NCHW, or a ``tensor`` that does
@@ -129,4 +161,4 @@ def input_buffer(spec: TensorSpec, index: int, tensor: np.ndarray | None = None)
     _allocations += 1
     # ``padded_for`` starts unknown even over memory filled with 114 here: one pad write per
     # buffer is not worth a second rule, and a backend's own memory may hold anything.
-    return InputBuffer(index=index, hwc=hwc, tensor=tensor, planes=planes)
+    return InputBuffer(index=index, hwc=hwc, tensor=tensor, planes=planes, model_input=model_input)
