@@ -37,7 +37,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
-from benchmarks.gpu_streams import wait_warm
 from benchmarks.threads import thread_cpu_s
 from vidpipe.config import CaptureConfig, Config, ShardingConfig
 from vidpipe.quantiles import bucket_quantile
@@ -179,7 +178,6 @@ def measure(
         daemon = Daemon(cfg, shard=shard)
         daemon.start()
         try:
-            wait_warm(daemon)
             if barrier is not None:
                 barrier.wait(timeout=300)  # every shard's model is loaded: warm up together
             time.sleep(args.warmup)

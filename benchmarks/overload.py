@@ -44,7 +44,6 @@ from benchmarks.gpu_daemon import (
     stop_dmon,
     thread_cpu,
 )
-from benchmarks.gpu_streams import wait_warm
 from vidpipe.quantiles import bucket_quantile, quantile_of
 from vidpipe.reload import active_cameras
 
@@ -126,7 +125,6 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         t_start = time.monotonic()
         daemon.start()
         try:
-            wait_warm(daemon)
             startup_s = time.monotonic() - t_start
             time.sleep(args.warmup)
             registry = daemon.metrics.registry

@@ -224,9 +224,6 @@ class FakeExecutor:
         self.contexts.append(ctx)
         return ctx
 
-    def wait_warm(self, timeout_s: float) -> bool:
-        return True
-
     def close(self) -> None:
         self.closed = True
 

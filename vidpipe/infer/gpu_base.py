@@ -142,9 +142,4 @@ class BatchExecutor(Protocol):
         """A context that reads ``d_input`` and writes ``d_outputs`` (device pointers)."""
         ...
 
-    def wait_warm(self, timeout_s: float) -> bool:
-        """Wait for work the contexts finish in the background after they serve batches
-        (the torch executor's CUDA graphs); False if ``timeout_s`` passed first."""
-        ...
-
     def close(self) -> None: ...

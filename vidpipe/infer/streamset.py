@@ -297,12 +297,6 @@ class StreamSetBackend:
         elif batch is not None:  # lent from, never filled
             batch.owner.return_io_set(batch.io)
 
-    def wait_warm(self, timeout_s: float) -> bool:
-        """Wait until every executor has finished what it prepares in the background (CUDA
-        graphs): batches run from the start, but a measurement should begin after this."""
-        deadline = time.monotonic() + timeout_s
-        return all(ex.wait_warm(max(0.0, deadline - time.monotonic())) for ex in self._executors)
-
     # ------------------------------------------------------------------ shutdown
 
     def drain(self, timeout_s: float) -> bool:

@@ -249,8 +249,5 @@ class TensorRTExecutor:
     def device_postprocess(self, decoder: str) -> None:
         return None  # outputs go to the host; postprocessing on the GPU needs type torch
 
-    def wait_warm(self, timeout_s: float) -> bool:
-        return True  # an engine has nothing left to prepare once its contexts exist
-
     def close(self) -> None:
         self.engine = None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -83,11 +82,10 @@ class TorchContext:
     operations holds the GIL for milliseconds per batch: measured on the H200 to starve the
     other pipeline threads (benchmarks/README.md).
 
-    The graphs are captured on a background thread, the largest size first, while the slot
-    already serves batches eagerly: capturing every size of every slot took most of a GPU
-    daemon's start-up, and cameras should stream before it is done. Capture records work on
-    a side stream of its own and never runs on the slot's buffers (its warm-up runs on a
-    scratch input), so a batch in flight on the slot is never disturbed.
+    The graphs are captured when the context is made, before any camera starts. Captured in
+    the background while NVDEC cameras decoded, the capture was invalidated by the cameras'
+    stream work, and their copies failed (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), on
+    the H200 (``benchmarks/results/gpu/overload-h200-background-capture.jsonl``).
     """
 
     def __init__(self, ex: TorchExecutor, stream: int, d_input: int, d_outputs: list[int]) -> None:
@@ -103,15 +101,9 @@ class TorchContext:
             for ptr, o in zip(d_outputs, ex.io.outputs, strict=True)
         ]
         self._graphs: dict[int, Any] = {}
-        self._sizes: tuple[int, ...] = ()  # captured sizes; set after ``_graphs`` has them
         self._held: collections.deque[tuple[Any, list[Any]]] = collections.deque()
-        self._closing = False
-        self.capturing: threading.Thread | None = None
         if ex.cuda_graphs:
-            self.capturing = threading.Thread(
-                target=self._capture, name="cuda-graph-capture", daemon=True
-            )
-            self.capturing.start()
+            self._capture()
 
     def _run(self, batch: int) -> None:
         ys = self._ex.module(self._input[:batch])
@@ -121,43 +113,30 @@ class TorchContext:
             dst[:batch].copy_(y)
 
     def _capture(self) -> None:
-        """Capture every graph size, largest first, sharing one memory pool per slot; one
-        slot at a time per executor (a capture synchronises the device)."""
-        torch, ex = self._ex.torch, self._ex
-        t0 = time.perf_counter()
-        try:
-            with ex.capture_lock, torch.cuda.device(ex.device), torch.inference_mode():
-                pool = torch.cuda.graph_pool_handle()
-                side = torch.cuda.Stream(device=ex.device)
-                for size in sorted(graph_sizes(ex.max_batch), reverse=True):
-                    if self._closing:
-                        return
-                    with torch.cuda.stream(side):  # lazy initialisation must not be captured
-                        ex.module(ex.scratch_input[:size])
-                    side.synchronize()
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(
-                        graph, pool=pool, stream=side, capture_error_mode="thread_local"
-                    ):
-                        self._run(size)
-                    self._graphs = {**self._graphs, size: graph}
-                    self._sizes = tuple(sorted(self._graphs))
+        """Capture every graph size, largest first, sharing one memory pool per slot."""
+        torch = self._ex.torch
+        pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream(device=self._ex.device)
+        with torch.cuda.device(self._ex.device), torch.inference_mode():
+            for size in sorted(graph_sizes(self._ex.max_batch), reverse=True):
+                with torch.cuda.stream(side):
+                    self._run(size)  # eager first: lazy initialisation must not be captured
                 side.synchronize()
-        except Exception as exc:  # the captured sizes still replay; the others run eagerly
-            log.warning("CUDA graph capture stopped (%s); batches above run eagerly", exc)
-            return
-        log.info(
-            "CUDA graphs of batch sizes %s captured in %.1f s",
-            list(self._sizes),
-            time.perf_counter() - t0,
-        )
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(
+                    graph, pool=pool, stream=side, capture_error_mode="thread_local"
+                ):
+                    self._run(size)
+                self._graphs[size] = graph
+            side.synchronize()
+        self._sizes = sorted(self._graphs)
 
     def enqueue(self, batch: int) -> None:
         """Queue the model on the slot's stream; returns once the work is queued."""
         torch = self._ex.torch
         with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
-            size = next((s for s in self._sizes if s >= batch), 0)
-            if size:
+            if self._graphs:
+                size = next(s for s in self._sizes if s >= batch)
                 self._graphs[size].replay()
                 return
             with torch.inference_mode():
@@ -212,15 +191,9 @@ class TorchContext:
         self._held.append((done, pictures))
 
     def close(self) -> None:
-        self._closing = True
-        if self.capturing is not None:
-            self.capturing.join()  # at most the size being captured
         self.stream.synchronize()  # the held pictures' readers have run
         self._held.clear()
-        self._sizes = ()
         self._graphs = {}
-        if self in self._ex.contexts:
-            self._ex.contexts.remove(self)
         self._input = None
         self._outputs = []
 
@@ -260,12 +233,6 @@ class TorchExecutor:
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         self.module = module
         self.precision = precision
-        self.capture_lock = threading.Lock()
-        self.contexts: list[TorchContext] = []
-        # what a capture's warm-up runs on: never a slot's own input, which may be in use
-        self.scratch_input = torch.full(
-            (max_batch, *self.io.input.shape), 114, dtype=torch.uint8, device=self.device
-        )
         # NVDEC pictures are letterboxed on the GPU: one fused kernel where it compiles
         self.letterbox_kernel, letterbox = compile_letterbox(torch, self.device)
         self.info = ExecutorInfo(
@@ -312,24 +279,10 @@ class TorchExecutor:
         return TorchDevicePostprocess(self, GPU_POSTPROCESSORS[decoder])
 
     def create_context(self, stream: int, d_input: int, d_outputs: list[int]) -> TorchContext:
-        ctx = TorchContext(self, stream, d_input, d_outputs)
-        self.contexts.append(ctx)
-        return ctx
-
-    def wait_warm(self, timeout_s: float) -> bool:
-        """Wait until every context's CUDA graphs are captured (benchmarks measure from
-        there); False if ``timeout_s`` passed first."""
-        deadline = time.monotonic() + timeout_s
-        for ctx in list(self.contexts):
-            if ctx.capturing is not None:
-                ctx.capturing.join(max(0.0, deadline - time.monotonic()))
-                if ctx.capturing.is_alive():
-                    return False
-        return True
+        return TorchContext(self, stream, d_input, d_outputs)
 
     def close(self) -> None:
         self.module = None
-        self.scratch_input = None
 
 
 class TorchDevicePostprocess:
