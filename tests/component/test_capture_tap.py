@@ -40,6 +40,9 @@ class RecordingTap:
             if self._fail_after is not None and len(self.packets) > self._fail_after:
                 raise RuntimeError("tap consumer broke")
 
+    def on_frame(self, camera: str, pts: int | None, t_decoded: float) -> None:
+        pass
+
     def of_stream(self, index: int) -> list[TapPacket]:
         with self._lock:
             return [p for i, p in self.packets if i == index]

@@ -11,6 +11,7 @@ tracker, is under test (tests/integration/test_clips_e2e.py runs the whole pipel
 
 from __future__ import annotations
 
+import bisect
 import json
 import subprocess
 import time
@@ -132,3 +133,30 @@ def test_trigger_early_in_a_fresh_rtsp_session_gives_a_playable_clip(
     session_start = rig.collector.of(CAMERA)[0]
     if session_start.seq == 0:  # (the collector took the session's first frame)
         assert np.array_equal(frames[0][1], session_start.image)
+
+
+@pytest.mark.timeout(90)
+def test_offset_s_is_where_the_trigger_frame_is_in_the_clip(
+    rig: Rig, videos: Path, tmp_path: Path, rtsp_ok: None
+) -> None:
+    with RtspServer(videos) as server:
+        camera = LiveCamera(rig, server.url(PERSON), tmp_path, pre_s=1, post_s=1)
+        try:
+            triggers = [camera.frame_at(4.0)]
+            camera.trigger(triggers[0], track=1)
+            triggers.append(camera.frame_at(4.55))  # another place in its group of pictures
+            camera.trigger(triggers[1], track=2)
+            side = camera.wait_clip()
+        finally:
+            camera.close()
+    frames = decode(camera.dir / side["file"])
+    times = [t for t, _ in frames]
+    assert [t["tracker_id"] for t in side["triggers"]] == [1, 2]
+    for hit, frame in zip(side["triggers"], triggers, strict=True):
+        # a player seeking to offset_s shows the last picture that starts at or before it:
+        # the very picture the detector was given (the same pixels, no inference involved)
+        i = bisect.bisect_right(times, hit["offset_s"]) - 1
+        assert np.array_equal(frames[i][1], frame.image), (hit["offset_s"], times[i])
+        # (and the pictures next to it differ, so the comparison can tell them apart)
+        assert not np.array_equal(frames[i - 1][1], frame.image)
+        assert not np.array_equal(frames[i + 1][1], frame.image)

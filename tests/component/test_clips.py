@@ -47,7 +47,15 @@ def walkway(videos: Path) -> tuple[StreamParams, list[TapPacket], list[np.ndarra
     cam = CameraConfig(name="walkway", url=str(videos / f"{PERSON}.mp4"))
     source = PyAVSource(cam, CaptureConfig())
     packets: list[TapPacket] = []
-    source.packet_listener = packets.append
+
+    class Listener:  # keeps the packets; frames are placed by the packets' times here
+        def __call__(self, packet: TapPacket) -> None:
+            packets.append(packet)
+
+        def frame(self, pts: int | None) -> None:
+            pass
+
+    source.packet_listener = Listener()
     info = source.open()
     frames = []
     while len(frames) < 400 and (picture := source.read()) is not None:

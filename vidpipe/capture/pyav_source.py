@@ -244,6 +244,9 @@ class PyAVSource:
         frame = self._pending.popleft()
         if self._skipper is not None:
             self.skipped += self._skipper.handed(frame.pts)
+        listener = self.packet_listener
+        if listener is not None:
+            listener.frame(frame.pts)
         return PyAVPicture(frame, self)
 
     def to_bgr(self, frame: av.VideoFrame) -> np.ndarray:

@@ -14,7 +14,6 @@ motion gate reads the luma plane where the decoder has one.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
@@ -106,7 +105,7 @@ class TapPacket:
 class PacketTap(Protocol):
     """A consumer of one camera's packets (e.g. an event-clip ring buffer).
 
-    Both methods run on the camera's reader thread, between two demuxed packets: they must
+    Every method runs on the camera's reader thread, between two demuxed packets: they must
     return quickly and not block (copy, queue, count). ``on_stream`` comes first and again at
     every new connection or pass; packets after it belong to that stream (a consumer resets
     its buffer there, as the timestamps may restart).
@@ -115,6 +114,28 @@ class PacketTap(Protocol):
     def on_stream(self, camera: str, params: StreamParams) -> None: ...
 
     def on_packet(self, camera: str, packet: TapPacket) -> None: ...
+
+    def on_frame(self, camera: str, pts: int | None, t_decoded: float) -> None:
+        """A decoded picture leaves the source at ``t_decoded`` (monotonic).
+
+        The worker stamps the picture's ``Frame.t_capture`` after this call and before the
+        next one, so the last call at or before a frame's ``t_capture`` gives its ``pts``
+        (in ``StreamParams.time_base``; None where its packet had none). A frame's place in
+        the stream is its pts: its demux time is later by the decoder's reordering delay.
+        """
+        ...
+
+
+class PacketListener(Protocol):
+    """What a source hands its packets and decoded pictures to (the worker's ``TapFeed``)."""
+
+    def __call__(self, packet: TapPacket) -> None:
+        """A demuxed video packet."""
+        ...
+
+    def frame(self, pts: int | None) -> None:
+        """``read`` is about to return the decoded picture with this ``pts``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +154,6 @@ class SourceInfo:
     fps: float | None
     stream: StreamParams | None = None
 
-
-PacketListener = Callable[[TapPacket], None]
 
 
 @dataclass(frozen=True, slots=True)

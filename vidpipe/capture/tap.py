@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from vidpipe.capture.source import PacketTap, Source, TapPacket
@@ -11,7 +12,8 @@ log = logging.getLogger(__name__)
 
 
 class TapFeed:
-    """The ``packet_listener`` of one source: ``on_stream`` first, then every packet.
+    """The ``packet_listener`` of one source: ``on_stream`` first, then every packet and
+    decoded picture.
 
     Runs on the reader thread. A tap that raises never ends the session: the failure is
     logged once per stream and reported to ``on_error`` (the worker counts it).
@@ -37,7 +39,18 @@ class TapFeed:
                 self._announced = True
             self._tap.on_packet(self._camera, packet)
         except Exception:
-            self._on_error()
-            if not self._failed:
-                self._failed = True
-                log.exception("camera %s: packet tap failed (logged once per stream)", self._camera)
+            self._failure()
+
+    def frame(self, pts: int | None) -> None:
+        if not self._announced:
+            return  # no packet of this stream yet: nothing to place the picture in
+        try:
+            self._tap.on_frame(self._camera, pts, time.monotonic())
+        except Exception:
+            self._failure()
+
+    def _failure(self) -> None:
+        self._on_error()
+        if not self._failed:
+            self._failed = True
+            log.exception("camera %s: packet tap failed (logged once per stream)", self._camera)

@@ -297,11 +297,8 @@ class ClipRecorder:
             clip_id=camera.new_id(segment.t_start + wall_offset),
             segment=segment,
             wall_offset=wall_offset,
-            # where in the file each trigger is: the file starts at the keyframe before t_from
-            triggers=[
-                {**hit, "offset_s": round(segment.media_offset(t), 3)}
-                for hit, t in zip(clip.triggers, clip.trigger_times, strict=True)
-            ],
+            triggers=clip.triggers,
+            trigger_times=clip.trigger_times,
             triggers_total=clip.triggers_total,
             classes=clip.classes,
             tracker_ids=clip.tracker_ids,

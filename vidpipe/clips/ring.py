@@ -11,24 +11,33 @@ back from the newest packet shortened the pre-roll by that delay (2.0 s of a 3 s
 10 frames late). ``latency_s`` is how late a trigger may come.
 
 Times are ``time.monotonic()``: a packet's demux time and a frame's capture time are on the
-same clock, so a trigger at a frame's ``t_capture`` finds its packets here.
+same clock, so a trigger at a frame's ``t_capture`` finds its packets here. It also finds the
+frame's own timestamp (``on_frame``): where the frame is in a clip is taken from that, not
+from demux times, which run ahead of the pictures by the decoder's delay (0.1-0.45 s on a
+10 fps camera with B-frames).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from vidpipe.capture.remux import timestamps
 from vidpipe.capture.source import StreamParams, TapPacket
+
+#: (monotonic time a decoded picture left the source, its pts)
+FrameStamp = tuple[float, int | None]
 
 
 @dataclass(slots=True)
 class _Gop:
     packets: list[TapPacket]
     nbytes: int
+    frames: list[FrameStamp] = field(default_factory=list)  # pictures decoded meanwhile
 
     @property
     def t_start(self) -> float:
@@ -37,10 +46,14 @@ class _Gop:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Packets of one stream, from a keyframe on, and the parameters to remux them."""
+    """Packets of one stream, from a keyframe on, and the parameters to remux them.
+
+    ``frames`` are the pictures decoded while these packets came (see ``PacketRing.on_frame``).
+    """
 
     params: StreamParams
     packets: tuple[TapPacket, ...]
+    frames: tuple[FrameStamp, ...] = ()
 
     @property
     def t_start(self) -> float:
@@ -50,34 +63,43 @@ class Segment:
     def t_end(self) -> float:
         return self.packets[-1].t_capture if self.packets else 0.0
 
-    def media_offset(self, t: float) -> float:
-        """Seconds into the clip (its timestamps) of the last packet demuxed at or before
-        ``t``: where a frame captured at ``t`` is in the file.
+    def media_offsets(self, times: list[float]) -> list[float]:
+        """Where the frames captured at ``times`` (``Frame.t_capture``) are in the clip, in
+        seconds, rounded up to the millisecond: a player seeking there shows that frame.
 
-        Demux times jitter with the reader thread's scheduling; the stream's own timestamps do
-        not, so positions in the file are taken from them.
+        The clip's time is its first packet's pts and on (``remux.write_mp4``); a frame's is
+        its own pts. A frame the source did not report is placed at the last packet demuxed
+        before it.
         """
         if not self.packets:
-            return 0.0
-        i = bisect.bisect_right([p.t_capture for p in self.packets], t) - 1
-        return self._seconds(self.packets[max(i, 0)])
+            return [0.0 for _ in times]
+        stamps = [pts for pts, _ in timestamps(self.packets, self.params)]
+        unstamped = next(
+            (s for s, p in zip(stamps, self.packets, strict=True) if p.pts is None), None
+        )
+        demuxed = [p.t_capture for p in self.packets]
+        decoded = [t for t, _ in self.frames]
+        out = []
+        for t in times:
+            i = bisect.bisect_right(decoded, t) - 1
+            pts = self.frames[i][1] if i >= 0 else None
+            if pts is None and i >= 0:  # decoded without pts: the packet demuxed without one
+                pts = unstamped
+            if pts is None:  # its source reports no pictures: the last packet demuxed before it
+                pts = stamps[max(bisect.bisect_right(demuxed, t) - 1, 0)]
+            seconds = (pts - stamps[0]) * self.params.time_base
+            out.append(max(0.0, math.ceil(seconds * 1000) / 1000))
+        return out
 
     @property
     def duration(self) -> float:
         """Seconds from the earliest to the end of the latest picture (by timestamps)."""
-        stamped = [p for p in self.packets if p.pts is not None]
-        if not stamped:
-            return self.t_end - self.t_start
-        first = min(stamped, key=lambda p: p.pts or 0)
-        last = max(stamped, key=lambda p: p.pts or 0)
-        return float(((last.pts or 0) + last.duration - (first.pts or 0)) * last.time_base)
-
-    def _seconds(self, packet: TapPacket) -> float:
-        first = self.packets[0]
-        ts, t0 = packet.pts, first.pts
-        if ts is None or t0 is None:  # no timestamps: fall back on demux times
-            return packet.t_capture - first.t_capture
-        return float((ts - t0) * packet.time_base)
+        if not self.packets:
+            return 0.0
+        stamps = [pts for pts, _ in timestamps(self.packets, self.params)]
+        last = max(range(len(stamps)), key=stamps.__getitem__)
+        end = stamps[last] + self.packets[last].duration
+        return float((end - min(stamps)) * self.params.time_base)
 
 
 class PacketRing:
@@ -146,6 +168,11 @@ class PacketRing:
             self._bytes += size
             self._trim(packet.t_capture)
 
+    def on_frame(self, camera: str, pts: int | None, t_decoded: float) -> None:
+        with self._lock:
+            if self._gops:
+                self._gops[-1].frames.append((t_decoded, pts))
+
     def _trim(self, now: float) -> None:
         horizon = now - self.keep_s
         if self._hold_from is not None:
@@ -174,7 +201,7 @@ class PacketRing:
         if seg is None:
             return None
         packets = tuple(p for p in seg.packets if p.t_capture <= t_to)
-        return Segment(seg.params, packets)
+        return Segment(seg.params, packets, tuple(f for f in seg.frames if f[0] <= t_to))
 
     def _segment_from(self, t_from: float) -> Segment | None:
         if self._params is None:
@@ -185,4 +212,5 @@ class PacketRing:
             if gop.t_start <= t_from:
                 start = i
         packets = tuple(p for gop in gops[start:] for p in gop.packets)
-        return Segment(self._params, packets)
+        frames = tuple(f for gop in gops[start:] for f in gop.frames)
+        return Segment(self._params, packets, frames)

@@ -48,6 +48,7 @@ class ClipJob:
     segment: Segment
     wall_offset: float
     triggers: list[dict[str, Any]]
+    trigger_times: list[float]  # each trigger's frame's t_capture (monotonic)
     triggers_total: int
     classes: list[str]
     tracker_ids: list[int]
@@ -80,7 +81,8 @@ def write_clip(job: ClipJob) -> ClipEvent:
 
     The sidecar is the clip's v1 record (``vidpipe.sinks.record.clip_record``, what the sinks
     announce) plus what only the files tell: ``file`` (the MP4's name), ``packets``,
-    ``closed_by``, ``triggers`` (each with its ``offset_s`` in the file), ``triggers_total``
+    ``closed_by``, ``triggers`` (each with its ``offset_s``: where its frame is in the file,
+    from the stream's timestamps), ``triggers_total``
     and ``crops``.
 
     Returns:
@@ -105,7 +107,13 @@ def write_clip(job: ClipJob) -> ClipEvent:
             "file": mp4.name,
             "packets": len(job.segment.packets),
             "closed_by": job.closed_by,
-            "triggers": job.triggers,
+            # where in the file each trigger's frame is (the file starts at its first keyframe)
+            "triggers": [
+                {**hit, "offset_s": offset}
+                for hit, offset in zip(
+                    job.triggers, job.segment.media_offsets(job.trigger_times), strict=True
+                )
+            ],
             "triggers_total": job.triggers_total,
             "crops": crops,
         }
