@@ -101,8 +101,9 @@ async function refreshOverload() {
   }
 }
 
-// Recent event clips (/api/clips): re-rendered only when the list changes, so that a
-// playing video is not reloaded.
+// Recent event clips (/api/clips). The list is updated in place, each figure keyed by its
+// camera and clip id: a figure already shown, and its video, are kept as they are (a video
+// that is playing goes on playing), only new clips are added and dropped ones removed.
 const CLIPS_REFRESH_MS = 3000;
 let clipsShown = "";
 
@@ -126,6 +127,30 @@ function clipFigure(clip) {
   return fig;
 }
 
+// Make `parent`'s children the `wanted` nodes, in order, touching only what differs. New
+// clips come first, so the figures already shown keep their place and are never moved
+// (moving a playing video out of the page would pause it).
+function keepChildren(parent, wanted) {
+  const keep = new Set(wanted);
+  for (const child of [...parent.children]) if (!keep.has(child)) child.remove();
+  wanted.forEach((node, i) => {
+    if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null);
+  });
+}
+
+function clipCameraBlock(root, name) {
+  const found = [...root.children].find((b) => b.dataset.camera === name);
+  if (found) return found;
+  const block = document.createElement("div");
+  block.className = "clip-camera";
+  block.dataset.camera = name;
+  const h = document.createElement("h3");
+  const row = document.createElement("div");
+  row.className = "clip-row";
+  block.append(h, row);
+  return block;
+}
+
 async function refreshClips() {
   try {
     const resp = await fetch("/api/clips", { cache: "no-store" });
@@ -135,20 +160,16 @@ async function refreshClips() {
     if (key !== clipsShown) {
       clipsShown = key;
       const root = document.getElementById("clip-cameras");
-      root.replaceChildren();
-      for (const cam of data.cameras) {
-        const block = document.createElement("div");
-        block.className = "clip-camera";
-        block.dataset.camera = cam.name;
-        const h = document.createElement("h3");
-        h.textContent = cam.name + (cam.clips.length ? "" : ": no clips yet");
-        block.appendChild(h);
-        const row = document.createElement("div");
-        row.className = "clip-row";
-        for (const clip of cam.clips) row.appendChild(clipFigure(clip));
-        block.appendChild(row);
-        root.appendChild(block);
-      }
+      const blocks = data.cameras.map((cam) => {
+        const block = clipCameraBlock(root, cam.name);
+        block.querySelector("h3").textContent =
+          cam.name + (cam.clips.length ? "" : ": no clips yet");
+        const row = block.querySelector(".clip-row");
+        const shown = new Map([...row.children].map((fig) => [fig.dataset.clip, fig]));
+        keepChildren(row, cam.clips.map((clip) => shown.get(clip.id) || clipFigure(clip)));
+        return block;
+      });
+      keepChildren(root, blocks);
       document.getElementById("clips").hidden = data.cameras.length === 0;
     }
   } catch (err) {
