@@ -223,7 +223,8 @@ class Pipeline:
         self.scheduler: Scheduler | None = None
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
-        self.clips = ClipRecorder(metrics)
+        # the ring keeps what a trigger handled this late still needs for its pre-roll
+        self.clips = ClipRecorder(metrics, max_latency_s=cfg.scheduler.max_frame_age_ms / 1000.0)
         self._clip_classes: dict[str, frozenset[int]] = {}
         self.loaded: LoadedModel | None = None
         # features append route installers before start(); the live view does

@@ -155,7 +155,6 @@ class SourceInfo:
     stream: StreamParams | None = None
 
 
-
 @dataclass(frozen=True, slots=True)
 class Luma:
     """The luma (Y) plane of a decoded YUV picture, as the decoder wrote it.
