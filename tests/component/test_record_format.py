@@ -18,6 +18,7 @@ from tests.mosquitto import Mosquitto, Subscriber
 from vidpipe.config import MqttSinkConfig, WebhookSinkConfig
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
+from vidpipe.sinks import record as records
 from vidpipe.sinks.jsonl import JsonlSink
 from vidpipe.sinks.mqtt import MqttSink
 from vidpipe.sinks.record import SCHEMA_VERSION
@@ -102,6 +103,13 @@ def send_through_every_sink(
     )
 
 
+@pytest.fixture(autouse=True)
+def nanodet_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process ran NanoDet-m (as ``vidpipe.model.open_model`` records it); restored after."""
+    monkeypatch.setattr(records, "_model", None)
+    records.set_model("nanodet", Path("/srv/models/nanodet_m_416.onnx"))
+
+
 def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
     sent = send_through_every_sink(
         tmp_path,
@@ -124,6 +132,12 @@ def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
         assert _RFC3339_UTC_MS.fullmatch(record["ts"]), record["ts"]
         assert not {"timestamp", "time"} & set(record)
     assert frame_line["ts"] == event_line["ts"]  # one clock, one format
+    # every sink names the model, by type and file name (never the directory it is kept in)
+    assert frame_line["model"] == {"type": "nanodet", "name": "nanodet_m_416.onnx"}
+    assert list(frame_line) == [
+        "v", "camera", "frame", "ts", "width", "height", "latency_ms", "model", "detections"
+    ]  # fmt: skip
+    assert "model" not in event_line  # an event names its frame; the frame names the model
     assert frame_line["detections"][0] == {
         "class_id": 0,
         "label": "person",
@@ -138,3 +152,21 @@ def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
         "exited",
     )
     assert event_line["dwell_s"] == 3.5 and event_line["point"] == [60.2, 220.8]
+
+
+def test_frame_record_model_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = tracked_frame_with_an_event()
+    assert records.frame_record(result)["model"] == {
+        "type": "nanodet",
+        "name": "nanodet_m_416.onnx",
+    }
+    records.set_model("yolox", "models/yolox_nano.onnx")  # a reload that opens another model
+    encoded = records.encode(records.frame_record(result)).decode()
+    assert '"latency_ms":50.0,"model":{"type":"yolox","name":"yolox_nano.onnx"},"detections"' in (
+        re.sub(r'"latency_ms":[0-9.]+', '"latency_ms":50.0', encoded)
+    )
+    # a copy: a caller editing it does not change the next record
+    records.current_model()["name"] = "other.onnx"  # type: ignore[index]
+    assert records.frame_record(result)["model"]["name"] == "yolox_nano.onnx"
+    monkeypatch.setattr(records, "_model", None)  # no model opened (a bare sink test)
+    assert records.frame_record(result)["model"] is None

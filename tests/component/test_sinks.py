@@ -113,6 +113,7 @@ def test_jsonl_writes_one_line_per_result(tmp_path: Path) -> None:
         "width",
         "height",
         "latency_ms",
+        "model",
         "detections",
     }
     assert first["v"] == 1

@@ -104,6 +104,7 @@ def test_detect_video_prints_one_object_per_frame(assets_dir: Path, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [r["frame"] for r in rows] == list(range(10))
+    assert all(r["model"] == {"type": "yolox", "name": "yolox_nano.onnx"} for r in rows)
     # the clip's best bottle scores at least 0.91 in every frame, at f32 and at bf16 alike
     # (vidpipe detect on the whole clip): far from the 0.3 threshold at any precision
     assert sum(1 for r in rows for d in r["detections"] if d["label"] == "bottle") >= 10

@@ -168,6 +168,7 @@ def test_daemon_runs_a_nanodet_camera(assets_dir: Path, tmp_path: Path, run_daem
     assert 'model="nanodet_m_416.onnx"' in text
     for r in persons()[:20]:
         assert r["v"] == 1 and r["camera"] == "walkway" and (r["width"], r["height"]) == (768, 432)
+        assert r["model"] == {"type": "nanodet", "name": "nanodet_m_416.onnx"}
         for d in r["detections"]:
             x1, y1, x2, y2 = d["box"]
             assert 0 <= x1 < x2 <= 768 and 0 <= y1 < y2 <= 432

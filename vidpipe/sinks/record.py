@@ -2,21 +2,45 @@
 
 The JSON lines file, MQTT and the webhook all write these dicts, byte for byte the same
 (``encode``), and so does ``vidpipe detect`` (frame records); a clip's sidecar file is its clip
-record plus the details of its files. The README's "Record format" section documents the
-fields. ``SCHEMA_VERSION`` (``"v"`` in every record) changes when a field changes meaning or
-goes away; new fields may be added within a version.
+record plus the details of its files. docs/record-format.md documents the fields.
+``SCHEMA_VERSION`` (``"v"`` in every record) changes when a field changes meaning or goes
+away; new fields may be added within a version.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime
+from pathlib import PurePath
 from typing import Any
 
 from vidpipe.types import ClipEvent, FrameResult, TrackEvent
 
 #: The ``"v"`` of every record.
 SCHEMA_VERSION = 1
+
+_model_lock = threading.Lock()
+_model: dict[str, str] | None = None
+
+
+def set_model(model_type: str, path: str | PurePath) -> None:
+    """Name the model whose results this process's frame records carry (``"model"``).
+
+    Called where the model is opened (``vidpipe.model.open_model``), again on a reload that
+    opens another one. A process runs one model, so every sink's frame records name the same
+    one. ``name`` is the file's name only: a record does not tell where files are kept.
+    """
+    global _model
+    with _model_lock:
+        _model = {"type": str(model_type), "name": PurePath(path).name}
+
+
+def current_model() -> dict[str, str] | None:
+    """The ``"model"`` of frame records: ``{"type": ..., "name": ...}``, or None before
+    ``set_model``."""
+    with _model_lock:
+        return None if _model is None else dict(_model)
 
 
 def iso_utc(wall_time: float) -> str:
@@ -54,7 +78,9 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
 
     Fields: ``v``, ``camera``, ``frame`` (sequence number), ``ts`` (``iso_utc`` of the
     result's wall time), ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms
-    resolution) and ``detections`` (``detection_dicts``).
+    resolution), ``model`` (``current_model``: ``{"type": "nanodet", "name":
+    "nanodet_m_416.onnx"}``, null only where no model was opened) and ``detections``
+    (``detection_dicts``).
     """
     return {
         "v": SCHEMA_VERSION,
@@ -64,6 +90,7 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
         "width": result.width,
         "height": result.height,
         "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
+        "model": current_model(),
         "detections": detection_dicts(result),
     }
 
