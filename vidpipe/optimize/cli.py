@@ -29,7 +29,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "optimize",
         help="make an INT8 OpenVINO IR of the configured model, gated by its agreement",
-        description="Calibrate an INT8 copy of model.path with NNCF on letterboxed frames, "
+        description="Calibrate an INT8 copy of model.path with NNCF on frames made as its "
+        "model.type wants them (letterbox placement, pad, mean and std), "
         "measure its agreement with the f32 model on other frames, and write it (with a JSON "
         "report beside it) only if both recall and precision reach the gate. Needs the "
         "optimize extra: pip install 'vidpipe[optimize]'.",

@@ -1,4 +1,13 @@
-"""Frames for calibration and for measuring agreement, letterboxed as the daemon does it."""
+"""Frames for calibration and for measuring agreement, letterboxed as the daemon does it.
+
+Each frame is made the way the model type wants its input (its ``ModelInput``, from the
+registry: ``vidpipe.postprocess.decode.model_type(...).input``): placed top-left or centred,
+padded with the type's value, and, for a type trained on normalised pixels (NanoDet),
+normalised here with its mean and std. ``vidpipe optimize`` calibrates and runs the model file
+as it is, without the daemon's load-time preprocessing, so the normalisation the daemon puts
+in the graph (``vidpipe.infer.openvino``) must be in the tensor instead; the INT8 IR then takes
+the same input as the float model, and the daemon normalises in its graph for both.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +21,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vidpipe.preprocess.letterbox import letterbox
+from vidpipe.preprocess.letterbox import DEFAULT_INPUT, ModelInput, letterbox
 from vidpipe.types import Letterbox
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp"})
@@ -43,10 +52,22 @@ class Split:
     test: list[Sample]
 
 
-def to_sample(image: npt.NDArray[np.uint8], width: int, height: int, source: str) -> Sample:
-    """The daemon's letterbox (BGR, top-left, pad 114), as ``(1, 3, h, w)`` float32."""
-    boxed, lb = letterbox(image, width, height)
+def to_sample(
+    image: npt.NDArray[np.uint8],
+    width: int,
+    height: int,
+    source: str,
+    model_input: ModelInput = DEFAULT_INPUT,
+) -> Sample:
+    """The daemon's letterbox of ``model_input`` (BGR; placement and pad value of the model
+    type: YOLOX's top-left, pad 114), as ``(1, 3, h, w)`` float32, normalised with the type's
+    mean and std where it has them (pad included, as the daemon's graph normalises it)."""
+    boxed, lb = letterbox(image, width, height, model_input)
     tensor = np.ascontiguousarray(boxed.transpose(2, 0, 1)[None], dtype=np.float32)
+    if model_input.mean is not None:
+        tensor -= np.asarray(model_input.mean, np.float32).reshape(1, 3, 1, 1)
+    if model_input.std is not None:
+        tensor /= np.asarray(model_input.std, np.float32).reshape(1, 3, 1, 1)
     return Sample(source, tensor, lb)
 
 
@@ -86,15 +107,17 @@ def collect(
     width: int,
     height: int,
     progress: Progress,
+    model_input: ModelInput = DEFAULT_INPUT,
 ) -> list[Sample]:
-    """About ``total`` letterboxed frames, shared evenly among ``sources``."""
+    """About ``total`` frames made as ``model_input`` says (``to_sample``), shared evenly
+    among ``sources``."""
     videos = [s for s in sources if Path(s).suffix.lower() not in IMAGE_SUFFIXES]
     images = len(sources) - len(videos)
     per_video = math.ceil(max(1, total - images) / max(1, len(videos)))
     samples: list[Sample] = []
     for i, source in enumerate(sources, 1):
         for name, image in read_frames(source, per_video):
-            samples.append(to_sample(image, width, height, name))
+            samples.append(to_sample(image, width, height, name, model_input))
         if source in videos or i == len(sources):  # not one line per image
             progress(f"frames: {i}/{len(sources)} sources read, {len(samples)} frames")
     return samples

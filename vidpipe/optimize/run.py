@@ -17,7 +17,8 @@ from vidpipe.model import load_labels
 from vidpipe.optimize import frames, quantize, speed
 from vidpipe.optimize.agreement import Agreement
 from vidpipe.optimize.quantize import DECODE_THRESHOLD, Detector, OptimizeError
-from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder
+from vidpipe.postprocess.decode import DECODERS, DecodeParams, Decoder, model_type
+from vidpipe.preprocess.letterbox import ModelInput
 
 #: INT8 is recommended only when it costs at most this share of the best float's CPU time.
 INT8_MARGIN = 0.95
@@ -46,6 +47,16 @@ def _input_size(model: ov.Model, path: Path) -> tuple[int, int]:
     if shape[1].get_length() != 3 or not (shape[2].is_static and shape[3].is_static):
         raise OptimizeError(f"model {path}: expected a static 3-channel NCHW input, got {shape}")
     return shape[3].get_length(), shape[2].get_length()
+
+
+def _describe(model_input: ModelInput) -> str:
+    """How calibration frames are made, in words (normalised in the tensor, not the graph)."""
+    norm = (
+        f", normalised (x - {model_input.mean}) / {model_input.std}"
+        if model_input.normalised
+        else ", 0-255"
+    )
+    return f"letterbox {model_input.placement}, pad {model_input.pad_value}{norm}"
 
 
 def _sources(cfg: Config, options: Options) -> list[str]:
@@ -90,7 +101,11 @@ def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[s
     width, height = decode[1].input_w, decode[1].input_h
     labels = load_labels(cfg.model.labels, 1000)
     iou = cfg.model.iou_threshold
-    samples = frames.collect(_sources(cfg, options), options.frames, width, height, progress)
+    model_input = model_type(cfg.model.type).input  # the type's letterbox, pad, mean and std
+    progress(f"frames: as model.type {cfg.model.type!r} wants them: {_describe(model_input)}")
+    samples = frames.collect(
+        _sources(cfg, options), options.frames, width, height, progress, model_input
+    )
     sets = frames.split(samples, options.method == "accuracy-control")
     if not sets.calibration or not sets.test:
         raise OptimizeError(f"only {len(samples)} frame(s): need at least 2")
@@ -176,6 +191,8 @@ def _report(
     return {
         "model": str(options.output),
         "source_model": str(cfg.model.path),
+        "model_type": cfg.model.type,
+        "input": _describe(model_type(cfg.model.type).input),
         "method": options.method,
         "gate": options.gate,
         "frames": {
