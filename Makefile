@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # Re-run `pip install` only when pyproject.toml is newer than this stamp.
 INSTALLED := $(VENV)/.installed-dev
 
-ASSET_GROUPS ?= model,videos,images
+ASSET_GROUPS ?= model,videos,images,nanodet,reid
 ASSETS_FILE := $(VENV)/.assets-dir
 # The assets directory resolved by `python -m vidpipe.assets` during setup (../shared/assets,
 # $$VIDPIPE_ASSETS or the user cache), read by the shell when a recipe runs.

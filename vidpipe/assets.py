@@ -7,7 +7,11 @@ checked against its sha256 before it is used, wherever it came from.
 
 Command line (used by the Makefile; prints the resolved directory on stdout)::
 
-    python -m vidpipe.assets [--dest DIR] [--groups model,videos,images]
+    python -m vidpipe.assets [--dest DIR] [--groups model,videos,images,nanodet,reid]
+
+``model`` is YOLOX-Nano and its class names; ``nanodet`` (NanoDet-m, ``model.type: nanodet``)
+and ``reid`` (Open Model Zoo's person-reidentification-retail-0288) are fetched only when
+asked for: by group, or one file at a time with ``asset_file``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ ENV_VAR = "VIDPIPE_ASSETS"
 """Environment variable naming an assets directory; it wins over every other location."""
 
 DEFAULT_GROUPS: tuple[str, ...] = ("model", "videos")
-"""What the daemon needs. ``images`` are optional test assets."""
+"""What the daemon needs. ``images`` are optional test assets; ``nanodet`` and ``reid`` are
+the other models, fetched on demand."""
 
 _CHUNK_BYTES = 1 << 20
 
@@ -45,7 +50,8 @@ class Asset:
         path: POSIX path relative to the assets directory, e.g. ``models/yolox_nano.onnx``.
         url: public origin of the file.
         sha256: hex digest the file must have.
-        group: ``model``, ``videos`` or ``images``; downloads are selected by group.
+        group: ``model``, ``videos``, ``images``, ``nanodet`` or ``reid``; downloads are
+            selected by group.
     """
 
     path: str
@@ -61,6 +67,11 @@ class AssetError(RuntimeError):
 _YOLOX_SAMPLE = "https://github.com/Kazuhito00/YOLOX-ONNX-TFLite-Sample/raw/main/model"
 _INTEL_VIDEOS = "https://github.com/intel-iot-devkit/sample-videos/raw/master"
 _COCO_VAL2017 = "http://images.cocodataset.org/val2017"
+# Pinned to a commit: the repository's branch may move, the digest may not.
+_MOT_PIPELINE = (
+    "https://github.com/Kazuhito00/MOT-Tracking-by-Detection-Pipeline/raw/"
+    "e50a76b8b430b778276e7fd04fd4cafd5d45eab2"
+)
 
 # COCO val2017 images used by the tests. The golden detections for the first 12
 # (images/expected.jsonl) have no public origin, so the golden test needs ../shared/assets.
@@ -119,6 +130,18 @@ REGISTRY: tuple[Asset, ...] = (
         f"{_YOLOX_SAMPLE}/coco_classes.txt",
         "634a1132eb33f8091d60f2c346ababe8b905ae08387037aed883953b7329af84",
         "model",
+    ),
+    Asset(  # from RangiLyu/nanodet (Apache-2.0); model.type nanodet, labels coco80.txt
+        "models/nanodet_m_416.onnx",
+        f"{_MOT_PIPELINE}/Detector/nanodet/model/nanodet_m_416.onnx",
+        "08b62b9ee4a7878e7a64d6ef4faf3074322c033a0252c83a20f41b86c76e8146",
+        "nanodet",
+    ),
+    Asset(  # from openvinotoolkit/open_model_zoo (Apache-2.0)
+        "models/person-reidentification-retail-0288.onnx",
+        f"{_MOT_PIPELINE}/Tracker/person_reid/model/person-reidentification-retail-0288.onnx",
+        "f3966d905e7232026aa8b814c328231a7b45c5b6b4dd32f886894223c4441b80",
+        "reid",
     ),
     Asset(
         "videos/car-detection.mp4",
@@ -309,6 +332,48 @@ def default_assets_dir() -> Path:
     return find_assets_dir() or ensure_assets(cache_dir())
 
 
+def asset_file(
+    path: str,
+    *,
+    root: Path | None = None,
+    registry: Sequence[Asset] = REGISTRY,
+    timeout_s: float = 60.0,
+) -> Path:
+    """One asset, verified, downloaded on demand: ``models/nanodet_m_416.onnx`` ...
+
+    Args:
+        path: the asset's path under the assets directory, as in ``REGISTRY``.
+        root: where it is or goes. None: an existing assets directory (``find_assets_dir``),
+            which is only read, never written; without one, the user cache, where a missing
+            or wrong file is downloaded.
+        registry: the assets to choose from (tests pass their own).
+        timeout_s: socket timeout of the HTTP request.
+
+    Returns:
+        The verified file.
+
+    Raises:
+        AssetError: ``path`` is no known asset; the file in an existing directory is missing
+            or wrong (the message names the file, both digests and the command that fetches
+            it); the download failed or did not match its sha256.
+    """
+    matches = [asset for asset in registry if asset.path == path]
+    if not matches:
+        known = ", ".join(a.path for a in registry if not a.path.startswith("images/"))
+        raise AssetError(f"unknown asset {path!r}; known: {known}, images/*.jpg")
+    asset = matches[0]
+    if root is None and (found := find_assets_dir()) is not None:
+        try:
+            return verify_assets(found, [asset.group], registry=[asset]) / asset.path
+        except AssetError as exc:
+            raise AssetError(
+                f"{exc}\n  fetch it with: python -m vidpipe.assets --dest {found} "
+                f"--groups {asset.group}"
+            ) from None
+    dest = cache_dir() if root is None else root
+    return ensure_assets(dest, [asset.group], registry=[asset], timeout_s=timeout_s) / asset.path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Resolve (and verify or download) the assets; print the directory on stdout.
 
@@ -330,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--groups",
         default=",".join(DEFAULT_GROUPS),
-        help="comma-separated groups among model, videos, images (default: %(default)s)",
+        help="comma-separated groups among model, videos, images, nanodet, reid "
+        "(default: %(default)s)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="vidpipe.assets: %(message)s")
