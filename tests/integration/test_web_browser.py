@@ -124,7 +124,7 @@ def test_status_page_in_chromium(
         browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         wait_for(lambda: browser.current_url.endswith(f":{port}/"), 10, "the status page")
 
-        # both tiles render, each with a live image that actually has pixels
+        # both tiles render, each with a snapshot that actually has pixels
         wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, ".tile")) == 2, 20, "2 tiles")
         wait_for(
             lambda: tile_states(browser) == {"walkway": "streaming", "belt": "streaming"},
@@ -139,10 +139,10 @@ def test_status_page_in_chromium(
             wait_for(
                 lambda img=img: browser.execute_script("return arguments[0].naturalWidth", img) > 0,
                 20,
-                f"{name}'s MJPEG image to load",
+                f"{name}'s snapshot to load",
             )
 
-        # the MJPEG images change over time (each camera's pixels, as the browser shows them)
+        # the snapshots are refreshed (each camera's pixels, as the browser shows them)
         for name, img in images.items():
             first = img.screenshot_as_png
             wait_for(
@@ -161,7 +161,23 @@ def test_status_page_in_chromium(
         browser.save_screenshot(str(artifacts / "status-page.png"))
         stats = get_json(port, "/api/stats")["cameras"]
         assert all(stats[n]["live_jpeg_encoded_total"] > 0 for n in ("walkway", "belt"))
-        assert all(stats[n]["live_viewers"] >= 1 for n in ("walkway", "belt"))
+        # tiles show snapshots: no MJPEG stream until a tile is opened, and none once closed
+        assert all(stats[n].get("live_viewers", 0) == 0 for n in ("walkway", "belt")), stats
+        browser.find_element(By.CSS_SELECTOR, '.tile[data-camera="walkway"] .view').click()
+        live = browser.find_element(By.CSS_SELECTOR, "#live img.live-stream")
+        wait_for(
+            lambda: browser.execute_script("return arguments[0].naturalWidth", live) > 0,
+            20,
+            "the walkway's MJPEG stream in the live panel",
+        )
+        assert get_json(port, "/api/stats")["cameras"]["walkway"]["live_viewers"] == 1
+        browser.save_screenshot(str(artifacts / "status-page-live.png"))
+        browser.find_element(By.CSS_SELECTOR, "#live button.close").click()
+        wait_for(
+            lambda: get_json(port, "/api/stats")["cameras"]["walkway"]["live_viewers"] == 0,
+            20,
+            "the stream to end once the panel is closed",
+        )
 
         # a camera whose server is killed is shown as not streaming within the watchdog time
         belt.kill()

@@ -7,6 +7,8 @@ Routes (installed on the daemon's one HTTP server through ``LiveRoutes.install``
 * ``/login``: with ``http.token`` set, a form that trades the token for an HttpOnly cookie;
 * ``/cameras/{name}/stream.mjpeg``: annotated MJPEG, frame rate capped per viewer;
 * ``/cameras/{name}/latest.jpg``: the latest annotated frame;
+* ``/cameras/{name}/snapshot.jpg``: the same, held for ``SNAPSHOT_INTERVAL_S`` (the page's
+  tiles: every viewer of a camera shares one JPEG per interval, whatever their number);
 * ``/api/cameras``: one status record per camera (what a tile shows);
 * ``/api/stats``: every figure of ``/metrics`` as JSON, grouped by camera and sink.
 
@@ -27,7 +29,7 @@ from aiohttp import web
 
 from vidpipe.config import LiveViewConfig
 from vidpipe.metrics import Metrics
-from vidpipe.sinks.live import LiveView
+from vidpipe.sinks.live import LiveJpeg, LiveView
 from vidpipe.web.server import TOKEN_COOKIE
 from vidpipe.web.stats import registry_stats
 
@@ -39,6 +41,10 @@ CaptureStats = Callable[[], Mapping[str, Mapping[str, Any]]]
 BOUNDARY = "vidpipeframe"
 #: How often an MJPEG viewer checks for a newer frame once its rate cap allows one.
 _POLL_S = 0.05
+
+#: How long a snapshot is served before a newer frame is encoded: at most one encode per
+#: camera per interval for all the tiles showing it (the page refreshes them every 3 s).
+SNAPSHOT_INTERVAL_S = 2.0
 
 _STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
@@ -86,6 +92,7 @@ class LiveRoutes:
         self.metrics = metrics
         self.cfg = cfg
         self._static = _load_static()
+        self._snapshots: dict[str, tuple[float, LiveJpeg]] = {}  # camera -> (loop time, JPEG)
 
     def install(self, app: web.Application) -> None:
         """Add the routes to ``app`` (a ``RouteInstaller``)."""
@@ -95,6 +102,7 @@ class LiveRoutes:
         app.router.add_get("/static/{file}", self.static)
         app.router.add_get("/cameras/{name}/stream.mjpeg", self.stream)
         app.router.add_get("/cameras/{name}/latest.jpg", self.latest)
+        app.router.add_get("/cameras/{name}/snapshot.jpg", self.snapshot)
         app.router.add_get("/api/cameras", self.api_cameras)
         app.router.add_get("/api/stats", self.api_stats)
 
@@ -171,6 +179,34 @@ class LiveRoutes:
             body=frame.data,
             content_type="image/jpeg",
             headers={"Cache-Control": "no-store", "X-Frame-Seq": str(frame.seq)},
+        )
+
+    async def snapshot(self, request: web.Request) -> web.Response:
+        """The latest annotated frame as of at most ``SNAPSHOT_INTERVAL_S`` ago; 503 before the
+        camera's first result. Encodes only when asked, and only when the held one is older."""
+        name = self._camera(request)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        held = self._snapshots.get(name)
+        if held is None or now - held[0] >= SNAPSHOT_INTERVAL_S:
+            frame = await loop.run_in_executor(None, self.live.jpeg, name)
+            if frame is not None:
+                held = (now, frame)
+                self._snapshots[name] = held
+                if len(self._snapshots) > len(self.cameras()):  # cameras removed by a reload
+                    running = set(self.cameras())
+                    for gone in [n for n in self._snapshots if n not in running]:
+                        del self._snapshots[gone]
+        if held is None:
+            return web.json_response(
+                {"error": f"camera {name!r} has no frame yet"},
+                status=503,
+                headers={"Retry-After": "1"},
+            )
+        return web.Response(
+            body=held[1].data,
+            content_type="image/jpeg",
+            headers={"Cache-Control": "no-store", "X-Frame-Seq": str(held[1].seq)},
         )
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
@@ -262,4 +298,5 @@ class LiveRoutes:
             "last_detection_time": live["last_detection_time"],
             "stream_url": f"/cameras/{name}/stream.mjpeg",
             "latest_url": f"/cameras/{name}/latest.jpg",
+            "snapshot_url": f"/cameras/{name}/snapshot.jpg",
         }

@@ -1,9 +1,25 @@
-// vidpipe status page: one tile per camera, refreshed from /api/cameras once a second.
+// vidpipe status page: a page of camera tiles (snapshots), refreshed from /api/cameras once a
+// second; a tile opens the camera's MJPEG live stream in a panel.
 // No framework, no CDN: this file ships in the Python package.
 "use strict";
 
 const REFRESH_MS = 1000;
-const tiles = new Map(); // camera name -> tile element
+// A page of tiles at a time: with hundreds of cameras only one page is in the document.
+const PAGE_SIZE = 24;
+// Tiles show still snapshots, refreshed this often while on screen; the MJPEG stream of a
+// camera is opened only in the live panel (an open stream per tile does not scale).
+const SNAPSHOT_MS = 3000;
+// State filter: the capture states each choice covers.
+const STATE_GROUPS = {
+  streaming: ["streaming"],
+  paused: ["paused"],
+  down: ["backoff", "connecting", "stalled", "starting"],
+  stopped: ["stopped"],
+};
+
+let cameras = []; // the latest /api/cameras records, in config order
+const tiles = new Map(); // camera name -> tile element, of the page shown only
+let recentEventCameras = new Set(); // cameras with events in the last RECENT_EVENTS_S
 
 function fmt(value, digits, unit) {
   if (value === null || value === undefined) return "–";
@@ -24,20 +40,94 @@ function describeDetections(cam) {
   return "last: " + parts.join(", ") + when;
 }
 
+// -- the view: filters and page, kept in the URL hash (#page=2&state=down&q=gate&events=1) --
+
+function readView() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  const state = h.get("state") || "";
+  return {
+    page: Math.max(1, parseInt(h.get("page") || "1", 10) || 1),
+    state: STATE_GROUPS[state] ? state : "",
+    q: h.get("q") || "",
+    events: h.get("events") === "1",
+  };
+}
+
+function writeView(view) {
+  const h = new URLSearchParams();
+  if (view.page > 1) h.set("page", String(view.page));
+  if (view.state) h.set("state", view.state);
+  if (view.q) h.set("q", view.q);
+  if (view.events) h.set("events", "1");
+  const hash = h.toString();
+  if (hash !== location.hash.slice(1)) location.hash = hash; // hashchange renders
+  else render();
+}
+
+function matches(cam, view) {
+  if (view.state && !STATE_GROUPS[view.state].includes(cam.state)) return false;
+  if (view.events && !recentEventCameras.has(cam.name)) return false;
+  return !view.q || cam.name.toLowerCase().includes(view.q.toLowerCase());
+}
+
+function syncFilterForm(view) {
+  const form = document.getElementById("camera-filter");
+  if (form.state.value !== view.state) form.state.value = view.state;
+  form.events.checked = view.events;
+  if (document.activeElement !== form.q && form.q.value !== view.q) form.q.value = view.q;
+  for (const opt of form.state.options) { // how many cameras each choice holds
+    const n = opt.value ? cameras.filter((c) => STATE_GROUPS[opt.value].includes(c.state)).length
+      : cameras.length;
+    opt.textContent = opt.textContent.replace(/ \(\d+\)$/, "") + " (" + n + ")";
+  }
+}
+
+// -- tiles -------------------------------------------------------------------------------
+
+// Only tiles on screen refresh their snapshot (and a tile waits for its last one to load).
+const onScreen = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    e.target.dataset.visible = e.isIntersecting ? "1" : "";
+    if (e.isIntersecting) loadSnapshot(e.target, false);
+  }
+});
+
+function loadSnapshot(tile, again) {
+  const img = tile.querySelector("img.stream");
+  if (img.dataset.loading) return;
+  const due = Number(img.dataset.loadedAt || 0) + SNAPSHOT_MS;
+  if (!again && Date.now() < due) return;
+  img.dataset.loading = "1";
+  img.src = tile.dataset.snapshotUrl + "?t=" + Date.now();
+}
+
+function refreshSnapshots() {
+  for (const tile of tiles.values()) {
+    if (tile.dataset.visible) loadSnapshot(tile, false);
+  }
+}
+
 function createTile(cam) {
   const tpl = document.getElementById("tile-template");
   const tile = tpl.content.firstElementChild.cloneNode(true);
   tile.dataset.camera = cam.name;
+  tile.dataset.snapshotUrl = cam.snapshot_url;
   tile.querySelector(".name").textContent = cam.name;
   const img = tile.querySelector("img.stream");
-  img.alt = "live view of " + cam.name;
-  img.src = cam.stream_url;
-  // An MJPEG stream ends when the server restarts or the connection drops: reconnect.
-  img.addEventListener("error", () => {
-    setTimeout(() => { img.src = cam.stream_url + "?t=" + Date.now(); }, 2000);
-  });
-  document.getElementById("tiles").appendChild(tile);
+  img.alt = "snapshot of " + cam.name;
+  const done = () => { img.dataset.loading = ""; img.dataset.loadedAt = String(Date.now()); };
+  img.addEventListener("load", () => { done(); img.classList.remove("missing"); });
+  img.addEventListener("error", () => { done(); img.classList.add("missing"); }); // no frame yet
+  tile.querySelector(".view").addEventListener("click", () => openLive(cam.name));
+  onScreen.observe(tile);
   return tile;
+}
+
+function dropTile(name, tile) {
+  onScreen.unobserve(tile);
+  tile.querySelector("img.stream").removeAttribute("src");
+  tile.remove();
+  tiles.delete(name);
 }
 
 function updateTile(tile, cam) {
@@ -49,6 +139,7 @@ function updateTile(tile, cam) {
   tile.classList.toggle("warn", cam.state === "stalled" || cam.state === "connecting");
   // paused through the API or the config: nothing wrong, nothing running; not "down"
   tile.classList.toggle("paused", cam.state === "paused");
+  tile.classList.toggle("recent-events", recentEventCameras.has(cam.name));
   tile.querySelector(".fps-in").textContent = fmt(cam.fps_in, 1);
   tile.querySelector(".fps-out").textContent = fmt(cam.fps_out, 1);
   tile.querySelector(".p95").textContent = fmt(cam.latency_p95_ms, 0, " ms");
@@ -58,28 +149,123 @@ function updateTile(tile, cam) {
   tile.querySelector(".detections").textContent = describeDetections(cam);
 }
 
+// Show the page of the view: only its tiles are in the document, in config order.
+function render() {
+  const view = readView();
+  syncFilterForm(view);
+  const shown = cameras.filter((c) => matches(c, view));
+  const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
+  const page = Math.min(view.page, pages);
+  const onPage = shown.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
+  const wanted = new Set(onPage.map((c) => c.name));
+  for (const [name, tile] of tiles) if (!wanted.has(name)) dropTile(name, tile);
+  const nodes = onPage.map((cam) => {
+    let tile = tiles.get(cam.name);
+    if (!tile) { tile = createTile(cam); tiles.set(cam.name, tile); }
+    updateTile(tile, cam);
+    return tile;
+  });
+  keepChildren(document.getElementById("tiles"), nodes);
+  const main = document.getElementById("tiles");
+  main.dataset.page = String(page);
+  main.dataset.pages = String(pages);
+  document.getElementById("page-info").textContent = shown.length
+    ? "page " + page + " of " + pages + " · " + shown.length + " of " + cameras.length + " camera(s)"
+    : "no camera matches";
+  document.getElementById("page-prev").disabled = page <= 1;
+  document.getElementById("page-next").disabled = page >= pages;
+}
+
+function goToPage(delta) {
+  const view = readView();
+  const pages = Number(document.getElementById("tiles").dataset.pages || 1);
+  view.page = Math.min(Math.max(1, Math.min(view.page, pages) + delta), pages);
+  writeView(view);
+}
+
+const filterForm = document.getElementById("camera-filter");
+function filterChanged() {
+  writeView({ page: 1, state: filterForm.state.value, q: filterForm.q.value.trim(),
+              events: filterForm.events.checked });
+}
+filterForm.addEventListener("input", filterChanged);
+filterForm.addEventListener("change", filterChanged);
+filterForm.addEventListener("submit", (e) => e.preventDefault());
+document.getElementById("page-prev").addEventListener("click", () => goToPage(-1));
+document.getElementById("page-next").addEventListener("click", () => goToPage(1));
+window.addEventListener("hashchange", render);
+
+// -- the live panel: the one MJPEG stream the page opens --------------------------------
+
+function openLive(name) {
+  const cam = cameras.find((c) => c.name === name);
+  if (!cam) return;
+  const dialog = document.getElementById("live");
+  dialog.dataset.camera = name;
+  dialog.querySelector(".name").textContent = name;
+  const img = dialog.querySelector("img.live-stream");
+  img.alt = "live view of " + name;
+  img.src = cam.stream_url;
+  if (!dialog.open) dialog.showModal();
+}
+
+function stopLive() {
+  const dialog = document.getElementById("live");
+  // clearing src ends the MJPEG request: the server stops drawing and encoding for it
+  dialog.querySelector("img.live-stream").removeAttribute("src");
+  dialog.dataset.camera = "";
+}
+
+(() => {
+  const dialog = document.getElementById("live");
+  const img = dialog.querySelector("img.live-stream");
+  dialog.querySelector("button.close").addEventListener("click", () => dialog.close());
+  dialog.addEventListener("close", stopLive); // the button, Escape or a click outside
+  dialog.addEventListener("click", (e) => { if (e.target === dialog) dialog.close(); });
+  // An MJPEG stream ends when the server restarts or the connection drops: reconnect.
+  img.addEventListener("error", () => {
+    setTimeout(() => {
+      const cam = cameras.find((c) => c.name === dialog.dataset.camera);
+      if (dialog.open && cam) img.src = cam.stream_url + "?t=" + Date.now();
+    }, 2000);
+  });
+})();
+
 async function refresh() {
   const summary = document.getElementById("summary");
   try {
     const resp = await fetch("/api/cameras", { cache: "no-store" });
     if (!resp.ok) throw new Error("HTTP " + resp.status);
     const data = await resp.json();
-    let up = 0;
-    const names = new Set(data.cameras.map((c) => c.name));
-    for (const [name, tile] of tiles) {
-      if (!names.has(name)) { tile.remove(); tiles.delete(name); } // removed by a reload
-    }
-    for (const cam of data.cameras) {
-      let tile = tiles.get(cam.name);
-      if (!tile) { tile = createTile(cam); tiles.set(cam.name, tile); }
-      updateTile(tile, cam);
-      if (cam.streaming) up += 1;
-    }
-    summary.textContent = up + " of " + data.cameras.length + " camera(s) streaming";
+    cameras = data.cameras;
+    render();
+    const up = cameras.filter((c) => c.streaming).length;
+    summary.textContent = up + " of " + cameras.length + " camera(s) streaming";
   } catch (err) {
     summary.textContent = "daemon unreachable (" + err.message + ")";
   } finally {
     setTimeout(refresh, REFRESH_MS);
+  }
+}
+
+// Which cameras had events lately (/api/v1/events; a 404: no event store, none have).
+const RECENT_EVENTS_S = 600;
+const RECENT_EVENTS_REFRESH_MS = 10000;
+
+async function refreshRecentEvents() {
+  let again = true;
+  try {
+    const after = (Date.now() / 1000 - RECENT_EVENTS_S).toFixed(0);
+    const resp = await fetch("/api/v1/events?limit=1000&after=" + after, { cache: "no-store" });
+    if (resp.status === 404) { again = false; return; }
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    const data = await resp.json();
+    recentEventCameras = new Set(data.events.map((e) => e.camera));
+    render();
+  } catch (err) {
+    // the summary already says when the daemon is unreachable
+  } finally {
+    if (again) setTimeout(refreshRecentEvents, RECENT_EVENTS_REFRESH_MS);
   }
 }
 
@@ -218,7 +404,7 @@ function eventItem(e) {
 
 function syncCameraOptions(select) {
   const have = new Set([...select.options].map((o) => o.value));
-  for (const name of [...tiles.keys()].sort()) {
+  for (const name of cameras.map((c) => c.name).sort()) {
     if (!have.has(name)) select.appendChild(new Option(name, name));
   }
 }
@@ -257,6 +443,8 @@ document.getElementById("event-filter").addEventListener("change", () => {
 });
 
 refresh();
+setInterval(refreshSnapshots, SNAPSHOT_MS / 3);
+refreshRecentEvents();
 refreshOverload();
 refreshClips();
 refreshEvents();
