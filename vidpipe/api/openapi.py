@@ -2,8 +2,9 @@
 
 OpenAPI 3.1 takes JSON Schema 2020-12 as its schema dialect, which is what pydantic's
 ``model_json_schema`` writes: the request bodies are the very models the YAML is validated
-with, so the document cannot drift from the loader. Nothing here is written by hand but the
-list of paths.
+with, so the document cannot drift from the loader; ``/events`` is described by the event
+store's models (``vidpipe.events.query``: its parameters and a page of rows). Nothing here is
+written by hand but the list of paths and their answers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from vidpipe.config import CameraConfig, Config
+from vidpipe.events.query import EventPage, EventParams
 from vidpipe.redact import MASK
 
 _REF = "#/components/schemas/{model}"
@@ -64,6 +66,11 @@ _ERRORS = {
     "409": "the camera is defined in the main config file, which the API never rewrites",
     "412": "If-Match does not match the camera's current ETag",
     "422": "the body is not a valid camera (nothing changed)",
+}
+_EVENT_ERRORS = {
+    "400": "an unknown parameter, an unknown kind, a bad time, limit or cursor",
+    "401": _ERRORS["401"],
+    "503": "the event store cannot be read (not created yet, or a version this vidpipe lacks)",
 }
 
 
@@ -119,6 +126,7 @@ def _schemas() -> dict[str, Any]:
             (CameraList, "serialization"),
             (Problem, "serialization"),
             (Config, "serialization"),
+            (EventPage, "serialization"),
         ],
         ref_template=_REF,
     )
@@ -130,6 +138,29 @@ def _schemas() -> dict[str, Any]:
     body["properties"]["name"]["description"] = "the URL's camera name, if given"
     defs["CameraBody"] = body
     return _masks_allowed(defs)
+
+
+def _event_parameters() -> list[dict[str, Any]]:
+    """``GET /events``'s query parameters, each the schema of its ``EventParams`` field (all
+    optional; the limit's default is the model's)."""
+    out = []
+    for name, prop in EventParams.model_json_schema()["properties"].items():
+        schema = {k: v for k, v in prop.items() if k not in ("title", "description")}
+        where = {"name": name, "in": "query", "required": False, "schema": schema}
+        out.append({**where, "description": prop["description"]})
+    return out
+
+
+def _events_operation() -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "a page", "content": _json("EventPage")}}
+    for code, what in _EVENT_ERRORS.items():
+        responses[code] = {"description": what, "content": _json("Problem")}
+    responses["404"] = {"description": "the event store is off (events.enabled)"}
+    return {
+        "summary": "stored zone, line and clip events, newest first (docs/events.md)",
+        "parameters": _event_parameters(),
+        "responses": responses,
+    }
 
 
 def openapi_document() -> dict[str, Any]:
@@ -178,6 +209,7 @@ def openapi_document() -> dict[str, Any]:
         "/cameras/{name}/resume": {
             "post": _op("start again", view, "401 403 404 409 412 422", **write)
         },
+        "/events": {"get": _events_operation()},
     }
     paths["/cameras/{name}"]["put"]["responses"]["201"] = {
         "description": "created",

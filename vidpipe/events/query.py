@@ -17,16 +17,67 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from vidpipe.events.db import connect_reader
 from vidpipe.sinks.record import iso_utc
 
-KINDS = ("enter", "leave", "cross", "clip")
+Kind = Literal["enter", "leave", "cross", "clip"]
+KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 _TEXT_FILTERS = ("camera", "label", "zone", "line")
 PARAMS = (*_TEXT_FILTERS, "kind", "after", "before", "limit", "cursor")
+#: SQLite's INTEGER: a row id past it cannot be bound (OverflowError), so no cursor holds one.
+_INT64 = (-(2**63), 2**63 - 1)
+_TIME = "RFC 3339 (2026-11-30T04:18:25Z; UTC without an offset) or Unix seconds"
+
+
+class EventParams(BaseModel):
+    """The query parameters of ``GET /api/v1/events``, for the OpenAPI document (each field
+    one optional parameter). ``parse_query`` reads them; ``tests/component/test_events_api``
+    holds the two to the same rules."""
+
+    camera: str = Field(description="only this camera's events (exact match)")
+    kind: Kind = Field(description="only this kind")
+    label: str = Field(description="only this class (exact match)")
+    zone: str = Field(description="only events of this zone (enter, leave)")
+    line: str = Field(description="only crossings of this line")
+    after: AwareDatetime | float = Field(description=f"inclusive: {_TIME}")
+    before: AwareDatetime | float = Field(description=f"exclusive: {_TIME}")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="events per page")
+    cursor: str = Field(
+        pattern=r"^[A-Za-z0-9_-]*$", description="the next_cursor of the previous page"
+    )
+
+
+class EventRow(BaseModel):
+    """One event as ``GET /api/v1/events`` answers it (``_event``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: int = Field(description="the row's id: later rows have larger ids")
+    ts: AwareDatetime = Field(description="when it happened, RFC 3339 in UTC, milliseconds")
+    camera: str
+    kind: Kind
+    label: str = Field(description='the class ("" for a clip without one)')
+    tracker_id: int | None = Field(description="the track (a clip: its first trigger's)")
+    zone: str | None = Field(description="enter, leave: the zone")
+    line: str | None = Field(description="cross: the line")
+    clip_id: str | None = Field(description="the clip that holds it, once written")
+    clip_url: str | None = Field(description="that clip's MP4; null once it is deleted")
+    crop_url: str | None = Field(description="the track's best-shot crop; null once deleted")
+    clip_deleted: bool = Field(description="the clip retention deleted the clip's files")
+    record: dict[str, Any] = Field(description="the event's v1 record (docs/record-format.md)")
+
+
+class EventPage(BaseModel):
+    """One page of ``GET /api/v1/events``, newest first."""
+
+    model_config = ConfigDict(extra="forbid")
+    events: list[EventRow]
+    next_cursor: str | None = Field(description="the next page's cursor; null on the last")
 
 
 class QueryError(ValueError):
@@ -56,7 +107,7 @@ def parse_time(text: str, name: str) -> float:
     except ValueError:
         try:
             when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise QueryError(
                 f"{name}: {text!r} is neither an RFC 3339 time (2026-11-30T04:18:25Z) nor Unix "
                 "seconds"
@@ -78,10 +129,14 @@ def decode_cursor(text: str) -> tuple[float, int]:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         ts, row_id = json.loads(raw)
-        if not isinstance(row_id, int) or not isinstance(ts, int | float):
+        if isinstance(row_id, bool) or not isinstance(row_id, int) or isinstance(ts, bool):
             raise TypeError
-        return float(ts), row_id
-    except (binascii.Error, ValueError, TypeError):
+        if not isinstance(ts, int | float) or not _INT64[0] <= row_id <= _INT64[1]:
+            raise TypeError
+        if not math.isfinite(ts := float(ts)):
+            raise TypeError
+        return ts, row_id
+    except (binascii.Error, ValueError, TypeError, OverflowError, RecursionError):
         raise QueryError("cursor: not a cursor this server returned (next_cursor)") from None
 
 
