@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -130,10 +131,14 @@ def names(driver: Any) -> list[str]:
     return [t["camera"] for t in shown(driver)]
 
 
-def test_200_fake_cameras_page_filter_and_open_a_tile(page: Page, browser: Any) -> None:
+def test_200_fake_cameras_page_filter_and_open_a_tile(
+    page: Page, browser: Any, repo_root: Path
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
+    artifacts = repo_root / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
     browser.get(f"http://127.0.0.1:{page.port}/")
     wait_for(lambda: names(browser) == NAMES[:PAGE_SIZE], 20, "the first page of tiles")
     main = browser.find_element(By.ID, "tiles")
@@ -149,6 +154,7 @@ def test_200_fake_cameras_page_filter_and_open_a_tile(page: Page, browser: Any) 
     assert snapped and snapped <= set(NAMES[:PAGE_SIZE]), snapped
     assert page.count(".mjpeg") == {}, page.count(".mjpeg")
     assert len(browser.find_elements(By.CSS_SELECTOR, ".tile")) <= PAGE_SIZE
+    browser.save_screenshot(str(artifacts / "status-page-200-cameras.png"))
 
     form = browser.find_element(By.ID, "camera-filter")
     # state filter: only paused cameras, 50 of them, in the hash
@@ -197,7 +203,7 @@ def test_200_fake_cameras_page_filter_and_open_a_tile(page: Page, browser: Any) 
 
     wait_for(live_frame, 10, "the live stream's first frame")
     wait_for(lambda: page.viewers("cam-199") == 1, 10, "one viewer of cam-199")
-    browser.save_screenshot("/tmp/vidpipe-status-200-open.png")
+    browser.save_screenshot(str(artifacts / "status-page-200-cameras-open.png"))
     browser.find_element(By.CSS_SELECTOR, "#live button.close").click()
     assert live.get_attribute("src") is None
     assert browser.find_element(By.ID, "live").get_attribute("open") is None
