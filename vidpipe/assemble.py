@@ -49,6 +49,7 @@ from vidpipe.schedule.scheduler import CameraRules, Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
+from vidpipe.sinks.record import set_model
 from vidpipe.stages import chain
 from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
 from vidpipe.types import CameraState, FrameResult
@@ -135,6 +136,8 @@ def build_scheduler(
     )
     for name, rules in plan.rules.items():
         scheduler.set_rules(name, rules)
+    # records name this model from now on: only once the plan has passed every check
+    set_model(cfg.model.type, cfg.model.path)
     return scheduler
 
 

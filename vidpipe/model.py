@@ -18,7 +18,6 @@ from vidpipe.postprocess.decode import (
     model_type,
 )
 from vidpipe.schedule.scheduler import CameraRules
-from vidpipe.sinks.record import set_model
 
 
 @dataclass
@@ -62,7 +61,6 @@ def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
             + "; ".join(problems)
             + hint
         )
-    set_model(model.type, model.path)  # the "model" of every frame record, whichever sink
     return LoadedModel(
         backend, DECODERS[model.type], labels or load_labels(None, num_classes), num_classes
     )

@@ -105,7 +105,7 @@ def send_through_every_sink(
 
 @pytest.fixture(autouse=True)
 def nanodet_opened(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process ran NanoDet-m (as ``vidpipe.model.open_model`` records it); restored after."""
+    """This process ran NanoDet-m (as ``assemble.build_scheduler`` records it); restored after."""
     monkeypatch.setattr(records, "_model", None)
     records.set_model("nanodet", Path("/srv/models/nanodet_m_416.onnx"))
 

@@ -27,7 +27,8 @@ _model: dict[str, str] | None = None
 def set_model(model_type: str, path: str | PurePath) -> None:
     """Name the model whose results this process's frame records carry (``"model"``).
 
-    Called where the model is opened (``vidpipe.model.open_model``), again on a reload that
+    Called where a scheduler is built for the model (``vidpipe.assemble.build_scheduler``,
+    after every check of the plan passed), again on a reload that
     opens another one. A process runs one model, so every sink's frame records name the same
     one. ``name`` is the file's name only: a record does not tell where files are kept.
     """
