@@ -57,7 +57,7 @@ from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
 from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
-from vidpipe.wiring import capture_worker
+from vidpipe.wiring import CameraInputs, capture_worker
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +223,7 @@ class Pipeline:
         self.workers: dict[str, CaptureWorker] = {}
         self.paused: set[str] = set()  # owned cameras with no worker, shown as paused
         self._boxes: dict[str, Mailbox] = {}
+        self.inputs = CameraInputs(metrics)  # cameras with inputs: (a record input, ...)
         self.scheduler: Scheduler | None = None
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
@@ -355,10 +356,12 @@ class Pipeline:
             self.capture_phase,
         )
         self._boxes[name] = box
+        ring = None
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
-            worker.set_packet_tap(
-                self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
-            )
+            ring = self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
+        # a record input feeds the ring itself; else (url: alone) the detect worker does
+        if not self.inputs.start(cam, self.cfg.capture, ring) and ring is not None:
+            worker.set_packet_tap(ring)
         self.workers[name] = worker
         worker.start()
 
@@ -366,8 +369,11 @@ class Pipeline:
         """Stop one camera; frames it already handed to inference finish normally."""
         worker = self.workers.pop(name)
         worker.stop()
+        record = self.inputs.stop(name)
         if not worker.join(timeout_s):
             log.warning("camera %s: capture thread still alive after %.0f s", name, timeout_s)
+        if record is not None:
+            record.join(timeout_s)
         self.clips.remove_camera(name)
         box = self._boxes.pop(name)
         if box.clear() is not None:  # decoded but never taken by inference: count it
@@ -375,6 +381,7 @@ class Pipeline:
         self.hub.remove(box)
         if forget:  # no stale "camera down" series for a camera that was removed
             self.metrics.forget_camera(name)
+            self.metrics.forget_inputs(name)
 
     def listed_cameras(self) -> list[str]:
         """The cameras this process shows: running or paused, in config order."""
@@ -393,6 +400,7 @@ class Pipeline:
 
     def _camera_state(self, name: str, state: CameraState) -> None:
         """A capture worker changed state (on a capture thread): tell the sinks that listen."""
+        self.inputs.detect_state(name, state)
         for listener in self._listeners:
             listener.camera_state(name, state)
 
@@ -400,7 +408,10 @@ class Pipeline:
         """``CaptureWorker.stats()`` of every running camera, ``{"state": "paused"}`` of
         every paused one (for the live view and the control API)."""
         stats: dict[str, dict[str, Any]] = {n: {"state": "paused"} for n in list(self.paused)}
-        return {**stats, **{name: w.stats() for name, w in list(self.workers.items())}}
+        running = {
+            name: self.inputs.stats(name, w.stats()) for name, w in list(self.workers.items())
+        }
+        return {**stats, **running}
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""
@@ -465,9 +476,13 @@ class Pipeline:
         clean = True
         for w in self.workers.values():
             w.stop()
+        records = [self.inputs.stop(name) for name in list(self.inputs.record)]
         for name, w in self.workers.items():
             if not w.join(max(0.1, deadline - time.monotonic())):
                 log.warning("camera %s: capture thread still alive at shutdown", name)
+        for record in records:
+            if record is not None:
+                record.join(max(0.1, deadline - time.monotonic()))
         if self.scheduler is not None:
             clean = self.scheduler.close(max(0.1, deadline - time.monotonic()))
             # frames still waiting in mailboxes never entered inference: count, don't hide

@@ -202,6 +202,19 @@ class Metrics:
         self.camera_errors = Counter(
             "vidpipe_camera_errors", "Capture errors by reason", ["camera", "reason"], registry=r
         )
+        # cameras with inputs: only; the series above stay the detect input's (the camera's)
+        self.camera_input_up = Gauge(
+            "vidpipe_camera_input_up",
+            "1 while the camera's input streams (cameras with inputs:, by role: detect, record)",
+            ["camera", "input"],
+            registry=r,
+        )
+        self.camera_input_reconnects = Counter(
+            "vidpipe_camera_input_reconnects",
+            "Reopen attempts of the camera's input after a failure (cameras with inputs:)",
+            ["camera", "input"],
+            registry=r,
+        )
 
     def _define_latency_metrics(self, r: CollectorRegistry) -> None:
         """Latency and batch size histograms of the inference path."""
@@ -461,6 +474,12 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
+
+    def forget_inputs(self, name: str) -> None:
+        """Remove a removed camera's ``vidpipe_camera_input_up`` series; counters stay."""
+        for role in ("detect", "record"):
+            with contextlib.suppress(KeyError):  # never set, or already removed
+                self.camera_input_up.remove(name, role)
 
     def forget_camera(self, name: str) -> None:
         """Remove a removed camera's gauges (no stale "down" series); counters stay."""

@@ -80,6 +80,11 @@ class _Camera:
         self.announce: list[ClipEvent] = []
         self.last_error_log = -1e9
         self._ids: set[str] = set()
+        # a camera with a record input: its ring holds that input's packets, never decoded,
+        # so a trigger (a detect frame's capture time) is placed by packet arrival time
+        self.source: dict[str, str] = (
+            {"input": "record", "aligned_by": "arrival"} if cam.record_input else {}
+        )
 
     def new_id(self, wall_time: float) -> str:
         """A clip id not yet used by this camera in this process."""
@@ -306,6 +311,7 @@ class ClipRecorder:
             closed_by=closed_by,
             crops=crops,
             jpeg_quality=camera.cfg.crop.jpeg_quality,
+            source=camera.source,
         )
 
     def _stream_ended(self, name: str, segment: Segment) -> None:

@@ -57,6 +57,8 @@ class ClipJob:
     crops: list[Crop] = field(default_factory=list)
     jpeg_quality: int = 90
     t_queued: float = 0.0
+    # which input the packets came from, where not the detect input ({"input": "record", ...})
+    source: dict[str, str] = field(default_factory=dict)
 
 
 class ClipWriteError(Exception):
@@ -83,7 +85,7 @@ def write_clip(job: ClipJob) -> ClipEvent:
     announce) plus what only the files tell: ``file`` (the MP4's name), ``packets``,
     ``closed_by``, ``triggers`` (each with its ``offset_s``: where its frame is in the file,
     from the stream's timestamps), ``triggers_total``
-    and ``crops``.
+    and ``crops``; a camera's record input adds ``input`` and ``aligned_by``.
 
     Returns:
         The clip's event, as the sidecar records it.
@@ -107,6 +109,7 @@ def write_clip(job: ClipJob) -> ClipEvent:
             "file": mp4.name,
             "packets": len(job.segment.packets),
             "closed_by": job.closed_by,
+            **job.source,
             # where in the file each trigger's frame is (the file starts at its first keyframe)
             "triggers": [
                 {**hit, "offset_s": offset}

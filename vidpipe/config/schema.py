@@ -145,13 +145,67 @@ class CaptureConfig(ConfigModel):
     )
 
 
+InputRole = Literal["detect", "record"]
+"""What a camera's input is used for: ``detect`` is decoded for detection, ``record`` is only
+demuxed, its packets kept for event clips."""
+
+
+def _check_scheme(url: str) -> str:
+    if "://" in url and not url.lower().startswith(("rtsp://", "rtsps://", "file://")):
+        scheme = url.split("://", 1)[0]
+        raise ValueError(f"unsupported URL scheme {scheme!r}: use rtsp://, rtsps:// or a file")
+    return url
+
+
+def _is_stream(url: str) -> bool:
+    return url.lower().startswith(("rtsp://", "rtsps://"))
+
+
+class InputConfig(ConfigModel):
+    """One stream of a camera that has several (``inputs:``), and what it is used for."""
+
+    url: str = Field(min_length=1, description="rtsp://, rtsps://, or (detect only) a video file")
+    roles: list[InputRole] = Field(
+        min_length=1,
+        description="detect: decoded and run through detection (exactly one input); record: "
+        "demuxed only, never decoded, its packets cut into event clips (at most one input, a "
+        "live stream; without one, clips come from the detect input)",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url_kind(cls, v: str) -> str:
+        return _check_scheme(v)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_once(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"a role is listed twice: {v}")
+        return v
+
+    @property
+    def is_stream(self) -> bool:
+        return _is_stream(self.url)
+
+
 class CameraConfig(ConfigModel):
     """One camera."""
 
     name: str = Field(
         min_length=1, max_length=64, description="unique name; used in metrics and file names"
     )
-    url: str = Field(min_length=1, description="rtsp://, rtsps://, or a video file path")
+    url: str = Field(
+        min_length=1,
+        description="rtsp://, rtsps://, or a video file path; the one input, for detection and "
+        "clips alike. With inputs: leave it out (it is then the detect input's URL)",
+    )
+    inputs: list[InputConfig] | None = Field(
+        None,
+        description="instead of url: the camera's streams by role, e.g. a sub-stream to "
+        "detect on and the main stream to record clips from (exactly one detect input, at "
+        "most one record input)",
+    )
     loop: bool = Field(False, description="for files: start again at the end")
     realtime: bool = Field(
         False,
@@ -205,13 +259,33 @@ class CameraConfig(ConfigModel):
             )
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _url_from_inputs(cls, data: Any) -> Any:
+        """With ``inputs:``, ``url`` is the detect input's, so that detection runs exactly as
+        on a camera with ``url:`` alone. Whether there is exactly one detect input, and no
+        ``url:`` beside ``inputs:``, is checked by ``Config`` (it knows the YAML path)."""
+        if not isinstance(data, dict) or not isinstance(data.get("inputs"), list):
+            return data
+        if "url" in data:
+            return data  # refused by Config._inputs_or_url, with the camera's path
+        urls = [
+            i.get("url")
+            for i in data["inputs"]
+            if isinstance(i, dict) and isinstance(i.get("roles"), list) and "detect" in i["roles"]
+        ]
+        url = urls[0] if urls and isinstance(urls[0], str) and urls[0] else None
+        try:
+            _check_scheme(url or "")
+        except ValueError:
+            url = None  # a bad scheme: the input reports it, not the url copied from it
+        # without a detect input, a placeholder: Config names the problem, not "url: missing"
+        return {**data, "url": url or "(no detect input)"}
+
     @field_validator("url")
     @classmethod
     def _url_kind(cls, v: str) -> str:
-        if "://" in v and not v.lower().startswith(("rtsp://", "rtsps://", "file://")):
-            scheme = v.split("://", 1)[0]
-            raise ValueError(f"unsupported URL scheme {scheme!r}: use rtsp://, rtsps:// or a file")
-        return v
+        return _check_scheme(v)
 
     @model_validator(mode="after")
     def _realtime_for_files(self) -> CameraConfig:
@@ -227,7 +301,16 @@ class CameraConfig(ConfigModel):
 
     @property
     def is_stream(self) -> bool:
-        return self.url.lower().startswith(("rtsp://", "rtsps://"))
+        return _is_stream(self.url)
+
+    @property
+    def record_input(self) -> InputConfig | None:
+        """The input clips are recorded from when it is not the detect input (None: clips
+        come from the detect input's packets, as with ``url:`` alone)."""
+        for inp in self.inputs or ():
+            if "record" in inp.roles and "detect" not in inp.roles:
+                return inp
+        return None
 
 
 class LiveViewConfig(ConfigModel):
@@ -291,6 +374,42 @@ class Config(ConfigModel):
         default_factory=EventsConfig, description="the event store: zone, line and clip events"
     )
     cameras: list[CameraConfig] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inputs_or_url(cls, data: Any) -> Any:
+        cameras = data.get("cameras") if isinstance(data, dict) else None
+        for i, cam in enumerate(cameras if isinstance(cameras, list) else ()):
+            if isinstance(cam, dict) and "inputs" in cam and "url" in cam:
+                raise ValueError(
+                    f"cameras[{i}].url: camera {cam.get('name')!r}: give url or inputs, not "
+                    "both (with inputs, the detect input's url is the camera's)"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _input_roles(self) -> Config:
+        for i, cam in enumerate(self.cameras):
+            if cam.inputs is None:
+                continue
+            where = f"cameras[{i}].inputs"
+            roles: list[str] = [r for inp in cam.inputs for r in inp.roles]
+            for role, least in (("detect", 1), ("record", 0)):
+                n = roles.count(role)
+                if not least <= n <= 1:
+                    want = "exactly one" if least else "at most one"
+                    raise ValueError(
+                        f"{where}: camera {cam.name!r}: {want} input may have role {role!r} "
+                        f"(found {n})"
+                    )
+            record = cam.record_input
+            if record is not None and not record.is_stream:
+                j = cam.inputs.index(record)
+                raise ValueError(
+                    f"{where}[{j}].url: camera {cam.name!r}: a record input must be a live "
+                    "stream (rtsp:// or rtsps://); a file can only be the detect input"
+                )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -299,4 +299,6 @@ class LiveRoutes:
             "stream_url": f"/cameras/{name}/stream.mjpeg",
             "latest_url": f"/cameras/{name}/latest.jpg",
             "snapshot_url": f"/cameras/{name}/snapshot.jpg",
+            # cameras with a record input: [{role, state, ...}] of the detect and record inputs
+            **({"inputs": capture["inputs"]} if "inputs" in capture else {}),
         }
