@@ -1,0 +1,219 @@
+"""Dual-stream cameras end to end: detect on the sub-stream, record clips from the main stream.
+
+Two real GStreamer RTSP servers serve the walkway clip: the sub-stream as it is (768x432) and
+a 1280x720 copy made here with ffmpeg as the main stream. The daemon runs the demo's ``table``
+zone on the sub-stream (``roles: [detect]``) and cuts its clips from the main stream
+(``roles: [record]``), which it only demuxes. The tests depend only on "some enter happens"
+(tests/integration/test_clips_e2e.py says why that holds), never on which frame.
+
+A camera with ``url:`` alone is covered, unchanged, by tests/integration/test_clips_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.golden import iou
+from tests.integration.conftest import detect_offline, free_port, metric, scrape_soon, wait_for
+from tests.integration.test_clips_e2e import (
+    PERSON,
+    decodes_cleanly,
+    ffprobe,
+    records,
+    sidecars,
+    walkway_config,
+)
+from tests.rtsp import RtspServer, gst_rtsp_available
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+MAIN_W, MAIN_H = 1280, 720
+SUB_W, SUB_H = 768, 432
+
+
+@pytest.fixture(scope="module")
+def streams(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two directories, each serving ``PERSON``: the sub-stream and its 1280x720 main stream
+    (H.264, a keyframe every second as in the original, no B-frames as most cameras)."""
+    why = gst_rtsp_available()
+    if why is not None:
+        pytest.fail(f"the RTSP test server cannot run: {why}")
+    root = tmp_path_factory.mktemp("streams")
+    sub, main = root / "sub", root / "main"
+    sub.mkdir()
+    main.mkdir()
+    clip = assets_dir / "videos" / f"{PERSON}.mp4"
+    shutil.copy(clip, sub / clip.name)
+    subprocess.run(
+        [
+            *("ffmpeg", "-v", "error", "-y", "-i", str(clip), "-vf", f"scale={MAIN_W}:{MAIN_H}"),
+            *("-c:v", "libx264", "-preset", "veryfast", "-g", "10", "-keyint_min", "10"),
+            *("-sc_threshold", "0", "-bf", "0", "-an", str(main / clip.name)),
+        ],
+        check=True,
+        timeout=120,
+    )
+    return sub, main
+
+
+def dual_config(
+    repo_root: Path, assets_dir: Path, sub_url: str, main_url: str, clips_dir: Path, port: int
+) -> dict[str, Any]:
+    config = walkway_config(repo_root, assets_dir, sub_url, clips_dir)
+    camera = config["cameras"][0]
+    del camera["url"]
+    camera["inputs"] = [
+        {"url": sub_url, "roles": ["detect"]},
+        {"url": main_url, "roles": ["record"]},
+    ]
+    config["http"] = {"port": port}
+    return config
+
+
+def frame_at(mp4: Path, offset_s: float, out: Path) -> Path:
+    """The frame a player shows at ``offset_s`` of ``mp4``, as a PNG."""
+    subprocess.run(
+        [
+            *("ffmpeg", "-v", "error", "-y", "-i", str(mp4)),
+            *("-ss", f"{offset_s:.3f}", "-frames:v", "1", str(out)),
+        ],
+        check=True,
+        timeout=60,
+    )
+    return out
+
+
+def api_cameras(port: int) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/cameras", timeout=5) as resp:
+        return list(json.loads(resp.read())["cameras"])
+
+
+def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
+    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
+) -> None:
+    sub_dir, main_dir = streams
+    clips_dir = tmp_path / "clips"
+    out = tmp_path / "events.jsonl"
+    port = free_port()
+    with (
+        RtspServer(sub_dir, loop=True) as sub_server,
+        RtspServer(main_dir, loop=True) as main_server,
+    ):
+        config = dual_config(
+            repo_root,
+            assets_dir,
+            sub_server.url(PERSON),
+            main_server.url(PERSON),
+            clips_dir,
+            port,
+        )
+        config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
+        daemon = run_daemon(config)
+
+        def clip_announced() -> bool:
+            assert daemon.proc.poll() is None, daemon.log()[-3000:]
+            return any(r.get("event") == "clip" for r in records(out))
+
+        wait_for(clip_announced, 200, "a clip event in the JSONL sink")
+        rows = records(out)
+        clip_rec = next(r for r in rows if r.get("event") == "clip")
+        (side,) = [s for s in sidecars(clips_dir / "walkway") if s["id"] == clip_rec["id"]]
+        assert side["input"] == "record" and side["aligned_by"] == "arrival", side
+        mp4 = clips_dir / "walkway" / side["file"]
+
+        # the main stream's pictures, whole: its size, every packet decodes
+        (stream,) = ffprobe(mp4, "-select_streams", "v:0", "-show_entries", "stream=width,height")[
+            "streams"
+        ]
+        assert (stream["width"], stream["height"]) == (MAIN_W, MAIN_H)
+        assert decodes_cleanly(mp4) == side["packets"]
+
+        # the trigger: a zone enter detected on the sub-stream
+        trig = side["triggers"][0]
+        assert trig["event"] == "enter" and trig["zone"] == "table"
+        detected = next(
+            r for r in rows if r.get("frame") == trig["frame"] and r.get("detections") is not None
+        )
+        assert (detected["width"], detected["height"]) == (SUB_W, SUB_H)
+        # what the detector reads in the main stream's frame at the trigger's offset: a
+        # person, as on the sub-stream (the two are placed in time by packet arrival, so the
+        # person may have moved a little: no box or score is compared)
+        png = frame_at(mp4, trig["offset_s"], tmp_path / "at-offset.png")
+        (reading,) = detect_offline(assets_dir, [png], tmp_path)
+        assert (reading["width"], reading["height"]) == (MAIN_W, MAIN_H)
+        scale = MAIN_W / SUB_W
+        on_sub = [
+            [v * scale for v in d["box"]] for d in detected["detections"] if d["label"] == "person"
+        ]
+        on_main = [d["box"] for d in reading["detections"] if d["label"] == "person"]
+        assert on_sub and on_main, (detected, reading)
+        # the same person, near where the sub-stream saw them (loosely: not a golden match)
+        best = max(iou(a, b) for a in on_sub for b in on_main)
+        assert best >= 0.3, (best, detected, reading)
+        assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+
+
+def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_which(
+    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
+) -> None:
+    sub_dir, main_dir = streams
+    port = free_port()
+    with (
+        RtspServer(sub_dir, loop=True) as sub_server,
+        RtspServer(main_dir, loop=True) as main_server,
+    ):
+        config = dual_config(
+            repo_root,
+            assets_dir,
+            sub_server.url(PERSON),
+            main_server.url(PERSON),
+            tmp_path / "clips",
+            port,
+        )
+        daemon = run_daemon(config)
+
+        def up(role: str) -> float:
+            assert daemon.proc.poll() is None, daemon.log()[-3000:]
+            return metric(
+                scrape_soon(port), "vidpipe_camera_input_up", camera="walkway", input=role
+            )
+
+        wait_for(lambda: up("detect") == 1 and up("record") == 1, 120, "both inputs up")
+        cams = api_cameras(port)
+        assert [i["role"] for i in cams[0]["inputs"]] == ["detect", "record"], cams
+        assert {i["state"] for i in cams[0]["inputs"]} == {"streaming"}, cams
+
+        main_server.kill()
+        wait_for(lambda: up("record") == 0, 60, "the record input reported down")
+        text = scrape_soon(port)
+        captured = metric(text, "vidpipe_frames_captured_total", camera="walkway")
+
+        def reconnecting() -> bool:
+            text = scrape_soon(port)
+            return (
+                metric(text, "vidpipe_camera_input_reconnects_total", input="record") >= 1
+                and metric(text, "vidpipe_frames_captured_total", camera="walkway") > captured + 20
+            )
+
+        wait_for(reconnecting, 60, "record reconnects while frames keep coming")
+        text = scrape_soon(port)
+        assert metric(text, "vidpipe_camera_input_up", camera="walkway", input="detect") == 1
+        assert metric(text, "vidpipe_camera_up", camera="walkway") == 1
+        assert metric(text, "vidpipe_camera_reconnects_total", camera="walkway") == 0
+        assert metric(text, "vidpipe_camera_input_reconnects_total", input="detect") == 0
+        (cam,) = api_cameras(port)
+        assert cam["state"] == "streaming", cam
+        record = next(i for i in cam["inputs"] if i["role"] == "record")
+        assert record["state"] in ("backoff", "connecting"), cam
+        assert record["last_error"], cam
+
+        main_server.restart()
+        wait_for(lambda: up("record") == 1, 90, "the record input back")
+        assert daemon.terminate(30) == 0, daemon.log()[-3000:]
