@@ -288,6 +288,9 @@ class ClipRecorder:
     def _job(
         self, camera: _Camera, clip: _OpenClip, segment: Segment | None, closed_by: str
     ) -> ClipJob | None:
+        if camera.source and segment is not None and segment.t_end < clip.t_from - _JITTER_S:
+            # the record input was down all along: its ring holds only what came before
+            segment = None
         if segment is None or not segment.packets:
             self._metrics.clips_failed.labels(camera=camera.name, reason="no_keyframe").inc()
             return None

@@ -1,0 +1,133 @@
+"""Clips of a camera with a record input: its ring holds the record input's packets, placed by
+arrival time, and a clip says where it came from.
+
+The packets are the walkway clip's, demuxed by the record input's own reader
+(``PacketReader``, no decoding), their arrival times set here to a 10 fps camera's; the
+recorder's real ring, writer thread and sidecar. tests/integration/test_record_input_e2e.py
+runs the same over RTSP with the whole daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vidpipe.capture.record_input import PacketReader
+from vidpipe.capture.source import StreamParams, TapPacket
+from vidpipe.clips import ClipRecorder
+from vidpipe.config import CameraConfig, CaptureConfig, ClipsConfig
+from vidpipe.labels import Labels
+from vidpipe.metrics import Metrics
+from vidpipe.types import Detections, FrameResult, TrackEvent
+
+pytestmark = pytest.mark.timeout(60)
+CLIPS = "one-by-one-person-detection.mp4"
+
+
+def record_camera(name: str, clips_dir: Path) -> CameraConfig:
+    return CameraConfig.model_validate(
+        {
+            "name": name,
+            "inputs": [
+                {"url": "rtsp://cam/sub", "roles": ["detect"]},
+                {"url": "rtsp://cam/main", "roles": ["record"]},
+            ],
+            "clips": ClipsConfig(enabled=True, dir=str(clips_dir), pre_s=1.0, post_s=1.0),
+        }
+    )
+
+
+def packets_of(clip: Path, n: int) -> tuple[StreamParams, list[TapPacket]]:
+    """The first ``n`` packets of ``clip`` as the record input demuxes them."""
+    camera = CameraConfig(name="probe", url=str(clip))
+    reader = PacketReader(camera, str(clip), CaptureConfig())
+    params = reader.open()
+    out: list[TapPacket] = []
+    try:
+        while len(out) < n:
+            got = reader.read()
+            assert got is not None, "the clip ended early"
+            out.extend(got)
+    finally:
+        reader.close()
+    return params, out[:n]
+
+
+def trigger(recorder: ClipRecorder, camera: str, t_capture: float) -> None:
+    event = TrackEvent("enter", camera, 7, time.time(), "door", 1, 0, "person", (1, 2))
+    det = Detections(
+        np.array([[300, 200, 400, 420]], np.float32),
+        np.array([0.9], np.float32),
+        np.array([0], np.int32),
+        np.array([1]),
+    )
+    result = FrameResult(
+        camera, 7, t_capture, time.monotonic(), time.time(), 768, 432, det, Labels(["person"]),
+        events=(event,),
+    )  # fmt: skip
+    recorder.observe(result)
+
+
+def wait_sidecar(camera_dir: Path, timeout_s: float = 20) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = sorted(camera_dir.glob("*.json"))
+        if found:
+            return dict(json.loads(found[0].read_text()))
+        time.sleep(0.05)
+    pytest.fail(f"no clip written in {camera_dir}")
+
+
+def test_a_clip_is_cut_from_the_record_input_by_arrival_and_says_so(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    params, packets = packets_of(assets_dir / "videos" / CLIPS, 50)
+    recorder = ClipRecorder(Metrics())
+    ring = recorder.add_camera(record_camera("hall", tmp_path), frozenset())
+    base = time.monotonic() - 30.0  # a 10 fps camera, 30 s ago: the clip closes at once
+    ring.on_stream("hall", params)
+    for i, p in enumerate(packets):
+        ring.on_packet("hall", dataclasses.replace(p, t_capture=base + 0.1 * i))
+        if i == 28:  # a detect frame captured between packets 25 and 26, detected a little later
+            trigger(recorder, "hall", base + 2.55)
+    side = wait_sidecar(tmp_path / "hall")
+    recorder.close(5)
+    assert side["input"] == "record" and side["aligned_by"] == "arrival", side
+    # the file starts at the keyframe (one a second) at or before 2.55 - 1 - 0.5 s: packet 10;
+    # the trigger is at the last packet that arrived before its frame: packet 25
+    assert packets[10].keyframe and packets[25].pts is not None and packets[10].pts is not None
+    expected = float((packets[25].pts - packets[10].pts) * params.time_base)
+    (hit,) = side["triggers"]
+    assert hit["offset_s"] == pytest.approx(expected, abs=0.001), side
+
+
+def test_no_clip_of_stale_packets_while_the_record_input_is_down(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    params, packets = packets_of(assets_dir / "videos" / CLIPS, 30)
+    metrics = Metrics()
+    recorder = ClipRecorder(metrics)
+    ring = recorder.add_camera(record_camera("hall", tmp_path), frozenset())
+    base = time.monotonic() - 100.0  # the record input's last packets came 97 s ago
+    ring.on_stream("hall", params)
+    for i, p in enumerate(packets):
+        ring.on_packet("hall", dataclasses.replace(p, t_capture=base + 0.1 * i))
+    trigger(recorder, "hall", time.monotonic() - 5.0)  # detection went on meanwhile
+
+    def failed() -> float:
+        got = metrics.registry.get_sample_value(
+            "vidpipe_clips_failed_total", {"camera": "hall", "reason": "no_keyframe"}
+        )
+        return float(got or 0.0)
+
+    deadline = time.monotonic() + 20
+    while failed() < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorder.close(5)
+    assert failed() == 1
+    assert not list((tmp_path / "hall").glob("*.mp4"))
