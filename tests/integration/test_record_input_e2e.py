@@ -30,6 +30,7 @@ from tests.integration.test_clips_e2e import (
     sidecars,
     walkway_config,
 )
+from tests.integration.test_web_browser import browser, tile_states  # noqa: F401 (a fixture)
 from tests.rtsp import RtspServer, gst_rtsp_available
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -161,7 +162,12 @@ def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
 
 
 def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_which(
-    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
+    repo_root: Path,
+    assets_dir: Path,
+    tmp_path: Path,
+    run_daemon,
+    streams: tuple[Path, Path],
+    browser,  # noqa: F811 (the fixture imported above)
 ) -> None:
     sub_dir, main_dir = streams
     port = free_port()
@@ -213,6 +219,13 @@ def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_wh
         record = next(i for i in cam["inputs"] if i["role"] == "record")
         assert record["state"] in ("backoff", "connecting"), cam
         assert record["last_error"], cam
+        # the status page's tile says the record input is not streaming
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_for(
+            lambda: "record" in tile_states(browser).get("walkway", ""),
+            20,
+            "the tile to show the record input's state",
+        )
 
         main_server.restart()
         wait_for(lambda: up("record") == 1, 90, "the record input back")

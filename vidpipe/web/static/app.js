@@ -132,7 +132,12 @@ function dropTile(name, tile) {
 
 function updateTile(tile, cam) {
   const state = tile.querySelector(".state");
-  state.textContent = cam.state;
+  // a camera with a record input (inputs:) says when that input is not streaming
+  const record = (cam.inputs || []).find((i) => i.role === "record");
+  state.textContent = cam.state +
+    (record && record.state !== "streaming" ? " · record " + record.state : "");
+  state.title = record ? "record input: " + record.state +
+    (record.last_error ? " (" + record.last_error + ")" : "") : "";
   state.className = "state " + cam.state;
   tile.dataset.state = cam.state;
   tile.classList.toggle("down", cam.state === "backoff" || cam.state === "stopped");
