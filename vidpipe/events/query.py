@@ -37,8 +37,8 @@ _TIME = "RFC 3339 (2026-11-30T04:18:25Z; UTC without an offset) or Unix seconds"
 
 class EventParams(BaseModel):
     """The query parameters of ``GET /api/v1/events``, for the OpenAPI document (each field
-    one optional parameter). ``parse_query`` reads them; ``tests/component/test_events_api``
-    holds the two to the same rules."""
+    one optional parameter). ``parse_query`` reads them; ``tests/component/test_events_openapi``
+    holds the two to the same names and bounds."""
 
     camera: str = Field(description="only this camera's events (exact match)")
     kind: Kind = Field(description="only this kind")
