@@ -1,12 +1,16 @@
 """CPU of a camera's record input (demuxed only) against a detect input reading the same stream.
 
 One GStreamer RTSP server (``tests/rtsp.py``) serves a 1080p copy of a clip (made here with
-ffmpeg, H.264, a keyframe a second, no B-frames) in a loop at its own rate. Two clients read it
-at once: a ``RecordInputWorker`` (what a ``roles: [record]`` input runs: demux, packets into a
-clip ring) and a ``CaptureWorker`` as a detect input, or a ``url:`` camera, runs (demux and
-decode every frame, frames drained by a stand-in for the scheduler). Each one's thread CPU time
-is divided by the frames of the stream it read in the window. Thread CPU time hardly depends
-on what else the machine runs (the server's own CPU is not counted)::
+ffmpeg, H.264, a keyframe a second, no B-frames) and the clip itself (the sub-stream, 768x432
+for the walkway clip) in a loop at their own rate. Three clients read at once: a
+``RecordInputWorker`` on the 1080p stream (what a ``roles: [record]`` input runs: demux,
+packets into a clip ring), and a ``CaptureWorker`` on each stream, as a detect input or a
+``url:`` camera runs (demux and decode every frame, frames drained by a stand-in for the
+scheduler; no model, so no conversion to the model's size). Each one's thread CPU time is
+divided by the frames of the stream it read in the window. Thread CPU time hardly depends on
+what else the machine runs (the server's own CPU is not counted). A camera with ``url:`` at
+1080p costs the 1080p detect figure; one with a sub-stream to detect on and the 1080p stream
+to record from costs the sub-stream's detect figure plus the record figure::
 
     python -m benchmarks.record_input_cost --seconds 20 --repeats 3
 """
@@ -47,11 +51,13 @@ def make_main_stream(clip: Path, out_dir: Path, width: int, height: int) -> Path
     return out
 
 
-def measure(url: str, seconds: float) -> tuple[float, float, int, int]:
-    """(record ms per packet, detect ms per frame, packets, frames) over ``seconds``."""
+def measure(url: str, sub_url: str, seconds: float) -> tuple[float, float, float, int]:
+    """(record ms per packet, 1080p detect ms per frame, sub-stream detect ms per frame,
+    packets recorded) over ``seconds``."""
     metrics = Metrics()
     capture = CaptureConfig()
     detect = CameraConfig.model_validate({"name": "detect", "url": url})
+    sub = CameraConfig.model_validate({"name": "sub", "url": sub_url})
     record = CameraConfig.model_validate(
         {
             "name": "record",
@@ -63,7 +69,7 @@ def measure(url: str, seconds: float) -> tuple[float, float, int, int]:
     )
     ring = PacketRing("record", pre_s=3.0, max_bytes=64 * 1024 * 1024)
     recorder = RecordInputWorker(record, capture, ring, metrics)
-    hub, (worker,) = capture_stage([detect], capture, metrics)
+    hub, workers = capture_stage([detect, sub], capture, metrics)
     stop = threading.Event()
 
     def consume() -> None:
@@ -72,34 +78,40 @@ def measure(url: str, seconds: float) -> tuple[float, float, int, int]:
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    worker.start()
+    for worker in workers:
+        worker.start()
     recorder.start()
-    time.sleep(3.0)  # both connected and streaming
+    time.sleep(3.0)  # all connected and streaming
 
-    def frames() -> int:
-        got = metrics.registry.get_sample_value(
-            "vidpipe_frames_captured_total", {"camera": "detect"}
-        )
+    def frames(camera: str) -> int:
+        got = metrics.registry.get_sample_value("vidpipe_frames_captured_total", {"camera": camera})
         return int(got or 0)
 
-    r0, d0 = _thread_cpu_s("capture-record-record"), _thread_cpu_s("capture-detect-reader")
-    p0, f0 = recorder.packets, frames()
+    def sample() -> tuple[float, float, float, int, int, int]:
+        return (
+            _thread_cpu_s("capture-record-record"),
+            _thread_cpu_s("capture-detect-reader"),
+            _thread_cpu_s("capture-sub-reader"),
+            recorder.packets,
+            frames("detect"),
+            frames("sub"),
+        )
+
+    before = sample()
     time.sleep(seconds)
-    r1, d1 = _thread_cpu_s("capture-record-record"), _thread_cpu_s("capture-detect-reader")
-    p1, f1 = recorder.packets, frames()
+    after = sample()
     recorder.stop()
-    worker.stop()
+    for worker in workers:
+        worker.stop()
     recorder.join(10)
-    worker.join(10)
+    for worker in workers:
+        worker.join(10)
     stop.set()
     consumer.join(5)
-    packets, decoded = p1 - p0, f1 - f0
-    return (
-        1000.0 * (r1 - r0) / max(1, packets),
-        1000.0 * (d1 - d0) / max(1, decoded),
-        packets,
-        decoded,
-    )
+    cpu = [a - b for a, b in zip(after[:3], before[:3], strict=True)]
+    counts = [max(1, a - b) for a, b in zip(after[3:], before[3:], strict=True)]
+    rec, main, small = (1000.0 * c / n for c, n in zip(cpu, counts, strict=True))
+    return rec, main, small, counts[0]
 
 
 def main() -> None:
@@ -113,15 +125,20 @@ def main() -> None:
     clip = default_assets_dir() / "videos" / args.clip
     with tempfile.TemporaryDirectory() as tmp:
         make_main_stream(clip, Path(tmp), width, height)
+        (Path(tmp) / "sub.mp4").symlink_to(clip)
         with RtspServer(Path(tmp), loop=True) as server:
-            url = server.url("main")
             for r in range(args.repeats):
-                rec, dec, packets, frames = measure(url, args.seconds)
+                rec, main_ms, sub_ms, packets = measure(
+                    server.url("main"), server.url("sub"), args.seconds
+                )
                 print(
-                    f"{args.size} {clip.name} repeat {r}: record input (demux only) "
-                    f"{rec:.3f} ms CPU per packet ({packets} packets); detect input (demux + "
-                    f"decode) {dec:.3f} ms CPU per frame ({frames} frames); ratio "
-                    f"{dec / max(rec, 1e-9):.0f}x; load average {os.getloadavg()[0]:.1f}"
+                    f"{args.size} {clip.name} repeat {r} ({packets} packets): record input "
+                    f"(demux only) {rec:.3f} ms CPU per frame; detect (demux + decode) "
+                    f"{main_ms:.3f} ms at {args.size}, {sub_ms:.3f} ms on the sub-stream; "
+                    f"demux/decode ratio 1/{main_ms / max(rec, 1e-9):.0f}; a camera's capture "
+                    f"CPU, url: {args.size} {main_ms:.2f} ms against sub detect + record "
+                    f"{sub_ms + rec:.2f} ms ({main_ms / max(sub_ms + rec, 1e-9):.1f}x); "
+                    f"load average {os.getloadavg()[0]:.1f}"
                 )
 
 
