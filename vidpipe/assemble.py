@@ -168,22 +168,6 @@ def detector(cfg: Config, on_result: Callable[[FrameResult], None]) -> Scheduler
     return scheduler
 
 
-def log_model(loaded: LoadedModel) -> None:
-    """One line on what runs where (the backend's ``BackendInfo``)."""
-    info, spec = loaded.backend.info, loaded.backend.input_spec
-    log.info(
-        "model %s on %s: precision %s, hint %s, %d requests (optimal %s), input %s, %s",
-        info.model,
-        info.device,
-        info.precision,
-        info.hint,
-        info.requests,
-        "?" if info.optimal_requests is None else info.optimal_requests,
-        f"{spec.dtype} {spec.layout} {list(spec.shape)}",
-        info.runtime,
-    )
-
-
 # ---------------------------------------------------------------------------------- running
 
 

@@ -19,13 +19,14 @@ from typing import Any
 
 from vidpipe import redact
 from vidpipe.api import ApiRoutes, CameraControl
-from vidpipe.assemble import Pipeline, log_model, plan_inference
+from vidpipe.assemble import Pipeline, plan_inference
 from vidpipe.capture.native_stderr import route_stdout
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, load_config
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
+from vidpipe.model import log_model
 from vidpipe.notify import Notifier, Reporter, watchdog_interval_s
 from vidpipe.reload import ConfigDiff, diff_configs, effective_config, with_http_port
 from vidpipe.schedule.scheduler import Scheduler

@@ -3,6 +3,7 @@ resolve the class names the config uses (cameras, clip triggers, sinks) against 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from vidpipe.postprocess.decode import (
     model_type,
 )
 from vidpipe.schedule.scheduler import CameraRules
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -141,3 +144,19 @@ def check_sink_classes(cfg: Config, labels: Labels) -> None:
             problems += exc.problems
     if problems:
         raise ConfigError(problems)
+
+
+def log_model(loaded: LoadedModel) -> None:
+    """One line on what runs where (the backend's ``BackendInfo``)."""
+    info, spec = loaded.backend.info, loaded.backend.input_spec
+    log.info(
+        "model %s on %s: precision %s, hint %s, %d requests (optimal %s), input %s, %s",
+        info.model,
+        info.device,
+        info.precision,
+        info.hint,
+        info.requests,
+        "?" if info.optimal_requests is None else info.optimal_requests,
+        f"{spec.dtype} {spec.layout} {list(spec.shape)}",
+        info.runtime,
+    )

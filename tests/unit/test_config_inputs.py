@@ -53,7 +53,7 @@ def test_one_stream_for_both_roles_has_no_record_input(camera: str) -> None:
         (
             """\
             - name: hall
-              url: rtsp://cam/sub
+              url: rtsp://cam/other
               inputs: [{url: 'rtsp://cam/sub', roles: [detect]}]
             """,
             r"cameras\[0\]\.url \(line \d+\): camera 'hall': give url or inputs, not both",
@@ -154,3 +154,18 @@ def test_a_file_may_be_the_detect_input() -> None:
     camera = "- {name: hall, inputs: [{url: 'file:///clips/a.mp4', roles: [detect]}]}"
     (cam,) = parse_config(config(camera), "t.yaml", env={}).cameras
     assert cam.url == "file:///clips/a.mp4" and not cam.is_stream
+
+
+def test_a_camera_as_shown_is_taken_back() -> None:
+    """The API shows a camera with inputs with its derived url (the detect input's); a PUT of
+    that view, or a YAML copied from GET /config, is not refused for having both."""
+    shown = """\
+        - name: hall
+          url: rtsp://cam/sub
+          inputs:
+            - {url: 'rtsp://cam/sub', roles: [detect]}
+            - {url: 'rtsp://cam/main', roles: [record]}
+        """
+    (cam,) = parse_config(config(shown), "t.yaml", env={}).cameras
+    assert cam.url == "rtsp://cam/sub"
+    assert cam.record_input is not None and cam.record_input.url == "rtsp://cam/main"

@@ -269,11 +269,7 @@ class CameraConfig(ConfigModel):
             return data
         if "url" in data:
             return data  # refused by Config._inputs_or_url, with the camera's path
-        urls = [
-            i.get("url")
-            for i in data["inputs"]
-            if isinstance(i, dict) and isinstance(i.get("roles"), list) and "detect" in i["roles"]
-        ]
+        urls = _detect_urls(data["inputs"])
         url = urls[0] if urls and isinstance(urls[0], str) and urls[0] else None
         try:
             _check_scheme(url or "")
@@ -355,6 +351,15 @@ class LoggingConfig(ConfigModel):
     format: Literal["text", "json"] = "text"
 
 
+def _detect_urls(inputs: Any) -> list[Any]:
+    """The URLs of the inputs whose roles include ``detect`` (raw YAML data)."""
+    return [
+        i.get("url")
+        for i in (inputs if isinstance(inputs, list) else ())
+        if isinstance(i, dict) and isinstance(i.get("roles"), list) and "detect" in i["roles"]
+    ]
+
+
 class Config(ConfigModel):
     """The whole daemon configuration."""
 
@@ -381,6 +386,8 @@ class Config(ConfigModel):
         cameras = data.get("cameras") if isinstance(data, dict) else None
         for i, cam in enumerate(cameras if isinstance(cameras, list) else ()):
             if isinstance(cam, dict) and "inputs" in cam and "url" in cam:
+                if cam["url"] in _detect_urls(cam["inputs"]):
+                    continue  # a camera as the API shows it, sent back: url is the detect's
                 raise ValueError(
                     f"cameras[{i}].url: camera {cam.get('name')!r}: give url or inputs, not "
                     "both (with inputs, the detect input's url is the camera's)"
