@@ -15,11 +15,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from vidpipe.apiclient import ApiError, add_client_arguments, client_from
+from vidpipe.events.query import KINDS
+from vidpipe.events.query import MAX_LIMIT as _PAGE_MAX  # the most the API returns per page
 from vidpipe.sinks.record import iso_utc
 
-KINDS = ("enter", "leave", "cross", "clip")
-#: The most the API returns per page (``vidpipe.events.query.MAX_LIMIT``).
-_PAGE_MAX = 1000
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
