@@ -15,6 +15,7 @@ from vidpipe.config.base import SECRET, ConfigModel
 from vidpipe.config.clips import ClipsConfig, merge_clip_defaults
 from vidpipe.config.events import EventsConfig
 from vidpipe.config.inference import GpuConfig, InferenceConfig, ModelConfig, OpenVINOConfig
+from vidpipe.config.inputs import InputConfig, check_scheme, detect_urls, is_stream
 from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.sinks import SinkConfig
@@ -145,50 +146,6 @@ class CaptureConfig(ConfigModel):
     )
 
 
-InputRole = Literal["detect", "record"]
-"""What a camera's input is used for: ``detect`` is decoded for detection, ``record`` is only
-demuxed, its packets kept for event clips."""
-
-
-def _check_scheme(url: str) -> str:
-    if "://" in url and not url.lower().startswith(("rtsp://", "rtsps://", "file://")):
-        scheme = url.split("://", 1)[0]
-        raise ValueError(f"unsupported URL scheme {scheme!r}: use rtsp://, rtsps:// or a file")
-    return url
-
-
-def _is_stream(url: str) -> bool:
-    return url.lower().startswith(("rtsp://", "rtsps://"))
-
-
-class InputConfig(ConfigModel):
-    """One stream of a camera that has several (``inputs:``), and what it is used for."""
-
-    url: str = Field(min_length=1, description="rtsp://, rtsps://, or (detect only) a video file")
-    roles: list[InputRole] = Field(
-        min_length=1,
-        description="detect: decoded and run through detection (exactly one input); record: "
-        "demuxed only, never decoded, its packets cut into event clips (at most one input, a "
-        "live stream; without one, clips come from the detect input)",
-    )
-
-    @field_validator("url")
-    @classmethod
-    def _url_kind(cls, v: str) -> str:
-        return _check_scheme(v)
-
-    @field_validator("roles")
-    @classmethod
-    def _roles_once(cls, v: list[str]) -> list[str]:
-        if len(set(v)) != len(v):
-            raise ValueError(f"a role is listed twice: {v}")
-        return v
-
-    @property
-    def is_stream(self) -> bool:
-        return _is_stream(self.url)
-
-
 class CameraConfig(ConfigModel):
     """One camera."""
 
@@ -269,10 +226,10 @@ class CameraConfig(ConfigModel):
             return data
         if "url" in data:
             return data  # refused by Config._inputs_or_url, with the camera's path
-        urls = _detect_urls(data["inputs"])
+        urls = detect_urls(data["inputs"])
         url = urls[0] if urls and isinstance(urls[0], str) and urls[0] else None
         try:
-            _check_scheme(url or "")
+            check_scheme(url or "")
         except ValueError:
             url = None  # a bad scheme: the input reports it, not the url copied from it
         # without a detect input, a placeholder: Config names the problem, not "url: missing"
@@ -281,7 +238,7 @@ class CameraConfig(ConfigModel):
     @field_validator("url")
     @classmethod
     def _url_kind(cls, v: str) -> str:
-        return _check_scheme(v)
+        return check_scheme(v)
 
     @model_validator(mode="after")
     def _realtime_for_files(self) -> CameraConfig:
@@ -297,7 +254,7 @@ class CameraConfig(ConfigModel):
 
     @property
     def is_stream(self) -> bool:
-        return _is_stream(self.url)
+        return is_stream(self.url)
 
     @property
     def record_input(self) -> InputConfig | None:
@@ -351,15 +308,6 @@ class LoggingConfig(ConfigModel):
     format: Literal["text", "json"] = "text"
 
 
-def _detect_urls(inputs: Any) -> list[Any]:
-    """The URLs of the inputs whose roles include ``detect`` (raw YAML data)."""
-    return [
-        i.get("url")
-        for i in (inputs if isinstance(inputs, list) else ())
-        if isinstance(i, dict) and isinstance(i.get("roles"), list) and "detect" in i["roles"]
-    ]
-
-
 class Config(ConfigModel):
     """The whole daemon configuration."""
 
@@ -386,7 +334,7 @@ class Config(ConfigModel):
         cameras = data.get("cameras") if isinstance(data, dict) else None
         for i, cam in enumerate(cameras if isinstance(cameras, list) else ()):
             if isinstance(cam, dict) and "inputs" in cam and "url" in cam:
-                if cam["url"] in _detect_urls(cam["inputs"]):
+                if cam["url"] in detect_urls(cam["inputs"]):
                     continue  # a camera as the API shows it, sent back: url is the detect's
                 raise ValueError(
                     f"cameras[{i}].url: camera {cam.get('name')!r}: give url or inputs, not "
