@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 from pathlib import Path
 
+from benchmarks.threads import draining, named_thread_cpu_s
 from vidpipe.assets import default_assets_dir
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
@@ -38,17 +38,6 @@ SETTINGS: dict[str, tuple[dict[str, object], dict[str, object]]] = {
 }
 
 
-def _thread_cpu_s(prefix: str) -> float:
-    """CPU seconds of this process's threads whose name starts with ``prefix``."""
-    ids = {t.native_id for t in threading.enumerate() if t.name.startswith(prefix)}
-    total = 0.0
-    for tid in ids:
-        with open(f"/proc/self/task/{tid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def reader_ms_per_frame(
     clip: Path, camera: dict[str, object], capture: dict[str, object], seconds: float
 ) -> float:
@@ -57,28 +46,19 @@ def reader_ms_per_frame(
     metrics = Metrics()
     cfg = CameraConfig.model_validate({"name": "clip", "url": str(clip), "loop": True, **camera})
     hub, (worker,) = capture_stage([cfg], CaptureConfig.model_validate(capture), metrics)
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set():
-            hub.take(0.05)
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
-    worker.start()
-    time.sleep(1.0)
 
     def captured() -> float:
         got = metrics.registry.get_sample_value("vidpipe_frames_captured_total", {"camera": "clip"})
         return float(got or 0.0)
 
-    cpu0, n0 = _thread_cpu_s("capture-clip-reader"), captured()
-    time.sleep(seconds)
-    cpu1, n1 = _thread_cpu_s("capture-clip-reader"), captured()
-    worker.stop()
-    worker.join(10)
-    stop.set()
-    consumer.join(5)
+    with draining(hub):
+        worker.start()
+        time.sleep(1.0)
+        cpu0, n0 = named_thread_cpu_s("capture-clip-reader"), captured()
+        time.sleep(seconds)
+        cpu1, n1 = named_thread_cpu_s("capture-clip-reader"), captured()
+        worker.stop()
+        worker.join(10)
     return 1000.0 * (cpu1 - cpu0) / max(1.0, n1 - n0)
 
 

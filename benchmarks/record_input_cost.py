@@ -21,13 +21,12 @@ import argparse
 import os
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from tests.rtsp import RtspServer
 
-from benchmarks.reader_cost import _thread_cpu_s
+from benchmarks.threads import draining, named_thread_cpu_s
 from vidpipe.assets import default_assets_dir
 from vidpipe.capture.record_input import RecordInputWorker
 from vidpipe.clips.ring import PacketRing
@@ -70,18 +69,6 @@ def measure(url: str, sub_url: str, seconds: float) -> tuple[float, float, float
     ring = PacketRing("record", pre_s=3.0, max_bytes=64 * 1024 * 1024)
     recorder = RecordInputWorker(record, capture, ring, metrics)
     hub, workers = capture_stage([detect, sub], capture, metrics)
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set():
-            hub.take(0.05)
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
-    for worker in workers:
-        worker.start()
-    recorder.start()
-    time.sleep(3.0)  # all connected and streaming
 
     def frames(camera: str) -> int:
         got = metrics.registry.get_sample_value("vidpipe_frames_captured_total", {"camera": camera})
@@ -89,25 +76,28 @@ def measure(url: str, sub_url: str, seconds: float) -> tuple[float, float, float
 
     def sample() -> tuple[float, float, float, int, int, int]:
         return (
-            _thread_cpu_s("capture-record-record"),
-            _thread_cpu_s("capture-detect-reader"),
-            _thread_cpu_s("capture-sub-reader"),
+            named_thread_cpu_s("capture-record-record"),
+            named_thread_cpu_s("capture-detect-reader"),
+            named_thread_cpu_s("capture-sub-reader"),
             recorder.packets,
             frames("detect"),
             frames("sub"),
         )
 
-    before = sample()
-    time.sleep(seconds)
-    after = sample()
-    recorder.stop()
-    for worker in workers:
-        worker.stop()
-    recorder.join(10)
-    for worker in workers:
-        worker.join(10)
-    stop.set()
-    consumer.join(5)
+    with draining(hub):
+        for worker in workers:
+            worker.start()
+        recorder.start()
+        time.sleep(3.0)  # all connected and streaming
+        before = sample()
+        time.sleep(seconds)
+        after = sample()
+        recorder.stop()
+        for worker in workers:
+            worker.stop()
+        recorder.join(10)
+        for worker in workers:
+            worker.join(10)
     cpu = [a - b for a, b in zip(after[:3], before[:3], strict=True)]
     counts = [max(1, a - b) for a, b in zip(after[3:], before[3:], strict=True)]
     rec, main, small = (1000.0 * c / n for c, n in zip(cpu, counts, strict=True))

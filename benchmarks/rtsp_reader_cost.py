@@ -21,10 +21,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from benchmarks.threads import draining, named_thread_cpu_s
 from vidpipe.assets import default_assets_dir
 from vidpipe.bench.density import _proc_cpu_s, load_rtsp_module
 
@@ -36,20 +36,6 @@ def _process_cpu_s() -> float:
     return t.user + t.system
 
 
-def _thread_cpu_s(prefix: str) -> float:
-    """CPU seconds of this process's threads whose name starts with ``prefix``."""
-    total = 0.0
-    for t in threading.enumerate():
-        if t.name.startswith(prefix) and t.native_id is not None:
-            try:
-                with open(f"/proc/self/task/{t.native_id}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # the thread ended
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
 def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[str, float]:
     """CPU ms per frame (capture threads, process, server) of ``cameras`` gated RTSP cameras."""
     from vidpipe.config import CameraConfig, CaptureConfig
@@ -58,7 +44,6 @@ def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[s
 
     rtsp = load_rtsp_module()
     metrics = Metrics()
-    stop = threading.Event()
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(cameras):
             (Path(tmp) / f"cam{k}.mp4").symlink_to(clip)
@@ -70,13 +55,6 @@ def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[s
                 for k in range(cameras)
             ]
             hub, workers = capture_stage(cams, CaptureConfig(), metrics)
-
-            def take() -> None:  # what the gate let through, dropped
-                while not stop.is_set():
-                    hub.take(0.05)
-
-            taker = threading.Thread(target=take)
-            taker.start()
             for w in workers:
                 w.start()
 
@@ -87,18 +65,17 @@ def measure(clip: Path, cameras: int, seconds: float, warmup_s: float) -> dict[s
                     for k in range(cameras)
                 )
                 server_s = _proc_cpu_s(server.pid) or 0.0
-                return frames, _thread_cpu_s("capture-"), _process_cpu_s(), server_s
+                return frames, named_thread_cpu_s("capture-"), _process_cpu_s(), server_s
 
-            time.sleep(warmup_s)
-            before = sample()
-            time.sleep(seconds)
-            after = sample()
-            for w in workers:
-                w.stop()
-            for w in workers:
-                w.join(10)
-            stop.set()
-            taker.join(5)
+            with draining(hub):  # what the gate let through, dropped
+                time.sleep(warmup_s)
+                before = sample()
+                time.sleep(seconds)
+                after = sample()
+                for w in workers:
+                    w.stop()
+                for w in workers:
+                    w.join(10)
     frames = max(1.0, after[0] - before[0])
     ms = [1000.0 * (a - b) / frames for a, b in zip(after[1:], before[1:], strict=True)]
     return {"frames_per_s": frames / seconds, "capture": ms[0], "process": ms[1], "server": ms[2]}

@@ -5,9 +5,12 @@ name (``thread_cores``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 NATIVE = "native (OpenVINO, FFmpeg, ...)"
 
@@ -24,6 +27,35 @@ def thread_cpu_s() -> dict[int, float]:
             continue  # the thread ended
         out[int(tid)] = (int(fields[11]) + int(fields[12])) / tck
     return out
+
+
+def named_thread_cpu_s(prefix: str) -> float:
+    """CPU seconds of this process's threads whose Python name starts with ``prefix``."""
+    cpu = thread_cpu_s()
+    return sum(
+        cpu.get(t.native_id, 0.0)
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and t.native_id is not None
+    )
+
+
+@contextlib.contextmanager
+def draining(hub: Any) -> Iterator[None]:
+    """A thread that takes every frame from ``hub`` while inside, standing in for the
+    scheduler of rigs that measure capture alone."""
+    stop = threading.Event()
+
+    def take() -> None:
+        while not stop.is_set():
+            hub.take(0.05)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        taker.join(5)
 
 
 def thread_groups() -> dict[int, str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import pytest
 
 from tests.integration.conftest import free_port, metric, wait_for
 from tests.integration.test_control_api import call
+from tests.integration.test_control_api import scrape as control_scrape
 from tests.integration.test_pipeline_faults import ACCOUNTING
 from tests.integration.test_soak import Sample, settled
 from tests.rtsp import RtspServer
@@ -80,14 +80,8 @@ def config(assets_dir: Path, port: int, rtsp_url: str, out: Path) -> dict[str, A
 
 
 def scrape(port: int) -> str:
-    """``/metrics`` with the admin token; "" while the daemon is still starting."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
-    req.add_header("Authorization", f"Bearer {ADMIN}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return str(resp.read().decode())
-    except OSError:
-        return ""
+    """``/metrics`` with the admin token (a slow answer is no failure under churn)."""
+    return control_scrape(port, ADMIN, timeout_s=30.0)
 
 
 def api(port: int, method: str, path: str, body: Any = None) -> dict[str, Any] | None:

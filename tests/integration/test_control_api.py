@@ -48,12 +48,12 @@ def call(
     return status, head, json.loads(raw) if raw else None
 
 
-def scrape(port: int) -> str:
-    """``/metrics`` with the read token; "" while the daemon is still starting."""
+def scrape(port: int, token: str = READER, timeout_s: float = 10.0) -> str:
+    """``/metrics`` with ``token``; "" while the daemon is still starting."""
     req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
-    req.add_header("Authorization", f"Bearer {READER}")
+    req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return str(resp.read().decode())
     except OSError:
         return ""

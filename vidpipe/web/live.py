@@ -169,17 +169,7 @@ class LiveRoutes:
         """The latest annotated frame; 503 before the camera's first result."""
         name = self._camera(request)
         frame = await asyncio.get_running_loop().run_in_executor(None, self.live.jpeg, name)
-        if frame is None:
-            return web.json_response(
-                {"error": f"camera {name!r} has no frame yet"},
-                status=503,
-                headers={"Retry-After": "1"},
-            )
-        return web.Response(
-            body=frame.data,
-            content_type="image/jpeg",
-            headers={"Cache-Control": "no-store", "X-Frame-Seq": str(frame.seq)},
-        )
+        return _jpeg_response(name, frame)
 
     async def snapshot(self, request: web.Request) -> web.Response:
         """The latest annotated frame as of at most ``SNAPSHOT_INTERVAL_S`` ago; 503 before the
@@ -197,17 +187,7 @@ class LiveRoutes:
                     running = set(self.cameras())
                     for gone in [n for n in self._snapshots if n not in running]:
                         del self._snapshots[gone]
-        if held is None:
-            return web.json_response(
-                {"error": f"camera {name!r} has no frame yet"},
-                status=503,
-                headers={"Retry-After": "1"},
-            )
-        return web.Response(
-            body=held[1].data,
-            content_type="image/jpeg",
-            headers={"Cache-Control": "no-store", "X-Frame-Seq": str(held[1].seq)},
-        )
+        return _jpeg_response(name, None if held is None else held[1])
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """Annotated MJPEG: a newer frame at most every ``1 / max_fps`` s, for this viewer."""
@@ -302,3 +282,18 @@ class LiveRoutes:
             # cameras with a record input: [{role, state, ...}] of the detect and record inputs
             **({"inputs": capture["inputs"]} if "inputs" in capture else {}),
         }
+
+
+def _jpeg_response(name: str, frame: LiveJpeg | None) -> web.Response:
+    """A camera's encoded frame (``LiveView.jpeg``), or 503 before its first result."""
+    if frame is None:
+        return web.json_response(
+            {"error": f"camera {name!r} has no frame yet"},
+            status=503,
+            headers={"Retry-After": "1"},
+        )
+    return web.Response(
+        body=frame.data,
+        content_type="image/jpeg",
+        headers={"Cache-Control": "no-store", "X-Frame-Seq": str(frame.seq)},
+    )
