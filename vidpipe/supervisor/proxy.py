@@ -41,9 +41,14 @@ class ProxyRoutes:
         self.children = children
         self.owner = owner
         self.order = order
+        # one pool of loopback connections for every request, not a session (and a new
+        # connection) per request: the page polls the children every second
+        self._session: aiohttp.ClientSession | None = None
 
     def install(self, app: web.Application) -> None:
         """Add the routes to ``app`` (a ``RouteInstaller``)."""
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
         app.router.add_get("/api/cameras", self.api_cameras)
         app.router.add_get("/api/stats", self.api_stats)
         app.router.add_get("/api/clips", self.api_clips)
@@ -52,6 +57,18 @@ class ProxyRoutes:
         for path in ("/", "/login", "/static/{file}", "/api/v1/events"):
             app.router.add_get(path, self.any_child)
         app.router.add_post("/login", self.any_child)
+
+    async def _open(self, _app: web.Application) -> None:
+        self._session = aiohttp.ClientSession(timeout=_TIMEOUT)
+
+    async def _close(self, _app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise web.HTTPServiceUnavailable(text="the server is starting")
+        return self._session
 
     # -- merged answers ------------------------------------------------------------------------
 
@@ -63,10 +80,7 @@ class ProxyRoutes:
         return {i: a for (i, _), a in zip(ports, answers, strict=True) if isinstance(a, dict)}
 
     async def _json(self, request: web.Request, port: int) -> Any:
-        async with (
-            aiohttp.ClientSession(timeout=_TIMEOUT) as session,
-            session.get(_url(port, request), headers=_headers(request)) as resp,
-        ):
+        async with self._client().get(_url(port, request), headers=_headers(request)) as resp:
             return await resp.json() if resp.status == 200 else None
 
     async def api_cameras(self, request: web.Request) -> web.Response:
@@ -111,16 +125,13 @@ class ProxyRoutes:
     async def _pass(self, request: web.Request, port: int) -> web.StreamResponse:
         """Stream the child's answer back as it comes (MJPEG never ends)."""
         body = await request.read() if request.can_read_body else None
-        async with (
-            aiohttp.ClientSession(timeout=_TIMEOUT) as session,
-            session.request(
-                request.method,
-                _url(port, request),
-                headers=_headers(request),
-                data=body,
-                allow_redirects=False,
-            ) as upstream,
-        ):
+        async with self._client().request(
+            request.method,
+            _url(port, request),
+            headers=_headers(request),
+            data=body,
+            allow_redirects=False,
+        ) as upstream:
             resp = web.StreamResponse(status=upstream.status)
             for name in ("Content-Type", "Cache-Control", "Location", "Set-Cookie", "X-Frame-Seq"):
                 for value in upstream.headers.getall(name, []):
