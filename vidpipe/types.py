@@ -390,6 +390,79 @@ class ClipEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ReidEvent:
+    """A track on one camera matched a recent track on another camera: both now carry one
+    ``global_id`` (``vidpipe.secondary``). It rides on the result of the frame in which the
+    match was made.
+
+    Attributes:
+        camera, track_id: the track that was matched (the newer one).
+        seq: the frame of ``camera`` on whose result the event rides.
+        wall_time: ``time.time()`` of that frame's result.
+        global_id: the identity both tracks share from now on.
+        matched_camera, matched_track_id: the earlier track.
+        similarity: cosine similarity of the two tracks' mean embeddings.
+    """
+
+    camera: str
+    seq: int
+    wall_time: float
+    track_id: int
+    global_id: int
+    matched_camera: str
+    matched_track_id: int
+    similarity: float
+    kind: str = "reid"
+
+
+@dataclass(frozen=True, slots=True)
+class TrackSummary:
+    """What an embedder said of one track, when the track ended: the vector that
+    re-identification and search compare (``vidpipe.secondary``).
+
+    Attributes:
+        camera, track_id: the track.
+        seq: the frame of ``camera`` on whose result the summary rides (the one the track
+            ended in).
+        wall_time: ``time.time()`` of that frame's result.
+        global_id: its identity across cameras (its own new one when nothing matched).
+        class_id, label: the track's class.
+        first_seen, last_seen: ``time.time()`` of the first and last crop embedded.
+        crops: crops averaged into ``embedding``.
+        embedding: ``(D,)`` float32, the L2-normalised mean of the crops' normalised
+            embeddings.
+        model: the embedder's name in ``models:``.
+    """
+
+    camera: str
+    seq: int
+    wall_time: float
+    track_id: int
+    global_id: int
+    class_id: int
+    label: str
+    first_seen: float
+    last_seen: float
+    crops: int
+    embedding: npt.NDArray[np.float32] = field(repr=False)
+    model: str
+    kind: str = "track"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTag:
+    """The model that produced a result: its type and the name the config gives it (a
+    ``models:`` key, or the file name of the one ``model:``)."""
+
+    type: str
+    name: str
+
+
+Event = TrackEvent | ClipEvent | ReidEvent | TrackSummary
+"""Everything that rides on a ``FrameResult`` besides its detections."""
+
+
+@dataclass(frozen=True, slots=True)
 class FrameResult:
     """Postprocessed result of one frame, as sinks receive it.
 
@@ -410,6 +483,7 @@ class FrameResult:
         events: zone and line events of this frame (cameras with zones or lines only), and
             the camera's clips written since its previous result.
         still_frames: see ``Frame.still_frames``.
+        model: the detector that produced ``detections`` (None where no model was opened).
     """
 
     camera: str
@@ -423,8 +497,9 @@ class FrameResult:
     labels: Labels = field(repr=False, default=Labels())
     image: Image | None = field(repr=False, default=None)
     epoch: int = 0
-    events: tuple[TrackEvent | ClipEvent, ...] = ()
+    events: tuple[Event, ...] = ()
     still_frames: int = 0
+    model: ModelTag | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", Labels.of(self.labels))

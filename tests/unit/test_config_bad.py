@@ -198,7 +198,7 @@ CASES: list[tuple[str, str, list[str]]] = [
         BASE + "  - name: front\n    url: /x.mp4\n",
         ["cameras[1].name (line 6): duplicate camera name 'front' (also cameras[0].name)"],
     ),
-    ("no-model", "cameras: []\n", ["model (line 1): required key is missing"]),
+    ("no-model", "cameras: []\n", ["model (line 1): missing: give model:, or a detector"]),
     ("no-url", "model: {path: /m}\ncameras:\n  - name: a\n", ["cameras[0].url", "missing"]),
     ("realtime-stream", BASE + "    realtime: true\n", ["cameras[0] (line 4)", "files only"]),
     ("url-scheme", BASE.replace("rtsp://10.0.0.2", "http://h"), ["cameras[0].url", "scheme"]),

@@ -107,5 +107,8 @@ BACKENDS = Kind("inference")
 """``inference.type``: configs in ``vidpipe.config.inference``, factories in ``vidpipe.infer``."""
 MODEL_TYPES = Kind("model")
 """``model.type``: names in ``vidpipe.config.inference``, decoders in ``vidpipe.postprocess``."""
+EMBEDDER_TYPES = Kind("embedder model")
+"""``models.<name>.type`` of models run on crops: names in ``vidpipe.config.models``, embedders
+in ``vidpipe.secondary``."""
 CAPTURE_DECODERS = Kind("capture decoder")
 """``capture.decoder``: names in ``vidpipe.config.schema``, sources in ``vidpipe.capture``."""

@@ -16,6 +16,16 @@ from vidpipe.config.clips import ClipsConfig, merge_clip_defaults
 from vidpipe.config.events import EventsConfig
 from vidpipe.config.inference import GpuConfig, InferenceConfig, ModelConfig, OpenVINOConfig
 from vidpipe.config.inputs import InputConfig, check_scheme, detect_urls, is_stream
+from vidpipe.config.models import (
+    DEFAULT_DETECTOR,
+    NamedModelConfig,
+    ReidConfig,
+    SecondaryConfig,
+    check_detector_choice,
+    check_embedder,
+    detectors_of,
+    model_name_problem,
+)
 from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
 from vidpipe.config.sinks import SinkConfig
@@ -176,6 +186,14 @@ class CameraConfig(ConfigModel):
         None, description="only report these classes (names or ids)"
     )
     score_threshold: float | None = Field(None, ge=0, le=1, description="override model's")
+    detector: str | None = Field(
+        None,
+        description="the detector this camera runs: a name in models: (default: model:, or "
+        "the one detector in models:)",
+    )
+    secondary: list[SecondaryConfig] | None = Field(
+        None, description="models run on crops of this camera's tracks (replaces secondary:)"
+    )
     enabled: bool = Field(True, description="false keeps the camera in the file but off")
     paused: bool = Field(
         False,
@@ -311,7 +329,21 @@ class LoggingConfig(ConfigModel):
 class Config(ConfigModel):
     """The whole daemon configuration."""
 
-    model: ModelConfig
+    model: ModelConfig | None = Field(
+        None, description="the detector of every camera that names no other (detector:)"
+    )
+    models: dict[str, NamedModelConfig] = Field(
+        default_factory=dict,
+        description="named models: detectors that cameras pick with detector:, embedders "
+        "(reid) that secondary: stages run on crops",
+    )
+    secondary: list[SecondaryConfig] = Field(
+        default_factory=list,
+        description="models run on crops of tracked objects, on every camera that sets none",
+    )
+    reid: ReidConfig = Field(
+        default_factory=ReidConfig, description="re-identification of tracks across cameras"
+    )
     inference: InferenceConfig = Field(default_factory=OpenVINOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     sharding: ShardingConfig = Field(default_factory=ShardingConfig)
@@ -421,10 +453,57 @@ class Config(ConfigModel):
 
     @model_validator(mode="after")
     def _model_on_its_backend(self) -> Config:
-        problem = self.model.backend_problem(self.inference)
-        if problem:
-            raise ValueError(problem)
+        for name, model in self.detectors().items():
+            problem = model.backend_problem(self.inference)
+            if problem and name != DEFAULT_DETECTOR:
+                problem = problem.replace("model.type:", f"models.{name}.type:", 1)
+            if problem:
+                raise ValueError(problem)
         return self
+
+    @model_validator(mode="after")
+    def _models_named(self) -> Config:
+        for name in self.models:
+            problem = model_name_problem(name)
+            if problem:
+                raise ValueError(f"models: {problem}")
+        if self.model is not None and DEFAULT_DETECTOR in self.models:
+            raise ValueError(
+                f"models.{DEFAULT_DETECTOR}: the name {DEFAULT_DETECTOR!r} is model:'s; "
+                "give this model another name"
+            )
+        if not self.detectors():
+            raise ValueError("model: missing: give model:, or a detector in models:")
+        detectors = self.detectors()
+        for i, cam in enumerate(self.cameras):
+            check_detector_choice(
+                cam.name, f"cameras[{i}].detector", cam.detector, detectors, self.models
+            )
+        for j, stage in enumerate(self.secondary):
+            check_embedder(f"secondary[{j}].model", stage.model, self.models)
+        for i, cam in enumerate(self.cameras):
+            for j, stage in enumerate(cam.secondary or ()):
+                check_embedder(f"cameras[{i}].secondary[{j}].model", stage.model, self.models)
+        names = {cam.name for cam in self.cameras}
+        for k, link in enumerate(self.reid.links):
+            for end, camera in (("from", link.from_), ("to", link.to)):
+                if camera not in names:
+                    raise ValueError(f"reid.links[{k}].{end}: no camera named {camera!r}")
+        return self
+
+    def detectors(self) -> dict[str, ModelConfig]:
+        """Every detector by name: ``model:`` as ``default``, then those of ``models:``."""
+        return detectors_of(self.model, self.models)
+
+    def detector_of(self, camera: CameraConfig) -> str:
+        """The name of the detector ``camera`` runs (checked when the config was built)."""
+        return check_detector_choice(
+            camera.name, "detector", camera.detector, self.detectors(), self.models
+        )
+
+    def secondary_of(self, camera: CameraConfig) -> list[SecondaryConfig]:
+        """The secondary stages of ``camera``: its own, else the top-level ones."""
+        return list(self.secondary if camera.secondary is None else camera.secondary)
 
     @model_validator(mode="after")
     def _clip_windows(self) -> Config:
