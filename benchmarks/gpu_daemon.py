@@ -120,7 +120,7 @@ def _snapshot(registry: Any, cameras: Iterable[str]) -> dict[str, Any]:
             elif s.name == "vidpipe_frames_dropped_total":
                 reason = s.labels.get("reason", "?")
                 out["drops"][reason] = out["drops"].get(reason, 0.0) + s.value
-            elif s.name in _TOTALS and not s.labels:
+            elif s.name in _TOTALS and set(s.labels) <= {"model"}:  # summed over models
                 out[_TOTALS[s.name]] += s.value
     return out
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import cv2
 import yaml
 
-from vidpipe.assemble import build_scheduler, plan_inference
 from vidpipe.assets import default_assets_dir
 from vidpipe.config import parse_config
 from vidpipe.metrics import Metrics
+from vidpipe.plan import build_scheduler, plan_inference
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.track.stage import TrackingStage
 from vidpipe.types import Frame, FrameResult
@@ -57,7 +57,10 @@ def main(out: Path) -> None:
     plan = plan_inference(cfg, Metrics())  # the camera's class filter and its scene
     loaded = plan.loaded
     results: list[FrameResult] = []
-    scheduler = build_scheduler(cfg, plan, Metrics(), results.append, max_frame_age_s=float("inf"))
+    detector = next(iter(plan.detectors.values()))
+    scheduler = build_scheduler(
+        cfg, detector, Metrics(), results.append, max_frame_age_s=float("inf")
+    )
     scheduler.start()
     cap = cv2.VideoCapture(str(assets / "videos" / "one-by-one-person-detection.mp4"))
     last = None

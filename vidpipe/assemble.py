@@ -1,18 +1,18 @@
 """Build the pipeline from a ``Config``, in one place.
 
-``vidpipe run`` (the daemon), a SIGHUP reload, ``vidpipe detect`` and ``vidpipe check`` all
-assemble here. This is the only module that knows the order of the stages::
+``vidpipe run`` (the daemon) and a SIGHUP reload assemble here, from a plan
+(``vidpipe.plan``, which ``vidpipe detect`` and ``vidpipe check`` use too). This is the only
+module that knows the order of the stages::
 
-    capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess)
+    capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess)   one per detector
                     -> TrackingStage -> ClipRecorder -> SinkPool (JSONL, snapshots, MQTT, ...)
     capture workers -(packet tap)-> the ClipRecorder's per-camera ring (cameras with clips)
 
-The steps after the scheduler are result stages (``vidpipe.stages``), chained once at start.
+Each detector has its hub (its cameras' mailboxes) and its scheduler; their results join one
+chain of result stages (``vidpipe.stages``), chained once at start.
 
-``plan_inference`` does everything that can reject a config (compile the model, resolve class
-filters, build the tracking scenes) before anything runs; ``Pipeline`` starts the stages from
-a plan, applies a reload's difference, and stops them in pipeline order, every step with a
-deadline.
+``Pipeline`` starts the stages from a plan, applies a reload's difference, and stops them in
+pipeline order, every step with a deadline.
 """
 
 from __future__ import annotations
@@ -20,39 +20,30 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from vidpipe.capture.decoders import CaptureContext, check_decoders
+from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
-from vidpipe.config import Config, ConfigError, register_secrets
+from vidpipe.config import Config
 from vidpipe.events import EventStore
 from vidpipe.health import Health
-from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
-from vidpipe.model import (
-    LoadedModel,
-    camera_rules,
-    check_sink_classes,
-    clip_trigger_classes,
-    open_model,
-)
-from vidpipe.postprocess.decode import DecodeParams
+from vidpipe.model import LoadedModel
+from vidpipe.plan import DetectorPlan, InferencePlan, build_scheduler
 from vidpipe.postprocess.draw import draw_detections
-from vidpipe.reload import ConfigDiff, active_cameras, paused_cameras, running_inference
+from vidpipe.reload import ConfigDiff, active_cameras, paused_cameras
 from vidpipe.schedule.hub import FrameHub, Mailbox
-from vidpipe.schedule.scheduler import CameraRules, Scheduler
+from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
-from vidpipe.sinks.record import set_model
 from vidpipe.stages import chain
-from vidpipe.track.stage import CameraScene, TrackingStage, build_scenes
-from vidpipe.types import CameraState, FrameResult
+from vidpipe.track.stage import TrackingStage
+from vidpipe.types import CameraState
 from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
@@ -60,112 +51,6 @@ from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
 from vidpipe.wiring import CameraInputs, capture_worker
 
 log = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------------------- planning
-
-
-@dataclass
-class InferencePlan:
-    """A compiled model with every camera's postprocessing rules and tracking scene."""
-
-    loaded: LoadedModel
-    rules: dict[str, CameraRules]
-    scenes: dict[str, CameraScene]
-    clip_classes: dict[str, frozenset[int]]
-
-
-def plan_inference(
-    cfg: Config, metrics: Metrics, loaded: LoadedModel | None = None, shard: Shard | None = None
-) -> InferencePlan:
-    """Compile the model (or reuse ``loaded``), resolve each camera's class filter and scene.
-
-    ``shard``: the cameras this process runs (None: every enabled one) pick ``hint: auto``.
-
-    Raises:
-        BackendError: the model cannot be compiled or does not fit ``model.type``.
-        ConfigError: a class name or id is not the model's (lists every one), or a camera's
-            capture decoder cannot start here (its library or device is missing).
-    """
-    register_secrets(cfg.secrets())  # a Config built in code was never through the loader
-    if missing := check_decoders(cfg):
-        raise ConfigError(missing)
-    opened = loaded is None
-    model = loaded if loaded is not None else open_model(cfg.model, running_inference(cfg, shard))
-    try:
-        rules = camera_rules(cfg, model)
-        check_sink_classes(cfg, model.labels)
-        ids = {name: r.class_ids for name, r in rules.items()}
-        scenes = build_scenes(cfg, model.labels, ids, metrics)
-        clip_classes = clip_trigger_classes(cfg, model.labels)
-    except BaseException:
-        if opened:
-            model.backend.close()
-        raise
-    return InferencePlan(model, rules, scenes, clip_classes)
-
-
-def build_scheduler(
-    cfg: Config,
-    plan: InferencePlan,
-    metrics: Metrics,
-    on_result: Callable[[FrameResult], None],
-    *,
-    keep_images: bool = False,
-    on_fatal: Callable[[BaseException], None] | None = None,
-    max_frame_age_s: float | None = None,
-) -> Scheduler:
-    """A scheduler (not started) over the plan's model, with every camera's rules."""
-    loaded = plan.loaded
-    spec = loaded.backend.input_spec
-    scheduler = Scheduler(
-        loaded.backend,
-        loaded.decoder,
-        loaded.labels,
-        metrics,
-        on_result,
-        default_rules=CameraRules(
-            DecodeParams(spec.width, spec.height, cfg.model.score_threshold), None
-        ),
-        iou_threshold=cfg.model.iou_threshold,
-        max_frame_age_s=(
-            cfg.scheduler.max_frame_age_ms / 1000.0 if max_frame_age_s is None else max_frame_age_s
-        ),
-        keep_images=keep_images,
-        on_fatal=on_fatal,
-    )
-    for name, rules in plan.rules.items():
-        scheduler.set_rules(name, rules)
-    # records name this model from now on: only once the plan has passed every check
-    set_model(cfg.model.type, cfg.model.path)
-    return scheduler
-
-
-def check(cfg: Config) -> list[str]:
-    """Every problem with a parsed config and its model (``vidpipe check``); starts nothing."""
-    problems: list[str] = []
-    for i, cam in enumerate(cfg.cameras):
-        if not cam.is_stream:
-            path = Path(cam.url.removeprefix("file://"))
-            if not path.is_file():
-                problems.append(f"cameras[{i}].url ({cam.name}): file not found: {path}")
-    try:
-        plan = plan_inference(cfg, Metrics())
-    except BackendError as exc:
-        return [*problems, f"model: {exc}"]
-    except ConfigError as exc:
-        return [*problems, *exc.problems]
-    plan.loaded.backend.close()
-    return problems
-
-
-def detector(cfg: Config, on_result: Callable[[FrameResult], None]) -> Scheduler:
-    """A started scheduler fed by ``submit`` (``vidpipe detect``): no capture, no sinks, no
-    frame too old."""
-    plan = plan_inference(cfg.model_copy(update={"cameras": []}), Metrics())
-    scheduler = build_scheduler(cfg, plan, Metrics(), on_result, max_frame_age_s=float("inf"))
-    scheduler.start()
-    return scheduler
 
 
 # ---------------------------------------------------------------------------------- running
@@ -201,20 +86,21 @@ class Pipeline:
         self.health = health
         self.shard = shard
         self._on_fatal = on_fatal
-        self.hub = FrameHub()
+        self.hubs: dict[str, FrameHub] = {}  # by detector: its cameras' mailboxes
+        self.schedulers: dict[str, Scheduler] = {}  # by detector
         self.capture = CaptureContext()
         self.capture_phase: Literal["free", "aligned"] = "free"
         self.workers: dict[str, CaptureWorker] = {}
         self.paused: set[str] = set()  # owned cameras with no worker, shown as paused
-        self._boxes: dict[str, Mailbox] = {}
+        self._boxes: dict[str, tuple[str, Mailbox]] = {}  # camera -> (detector, mailbox)
         self.inputs = CameraInputs(metrics)  # cameras with inputs: (a record input, ...)
-        self.scheduler: Scheduler | None = None
+        self.camera_detector: dict[str, str] = {}
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
         # the ring keeps what a trigger handled this late still needs for its pre-roll
         self.clips = ClipRecorder(metrics, max_latency_s=cfg.scheduler.max_frame_age_ms / 1000.0)
         self._clip_classes: dict[str, frozenset[int]] = {}
-        self.loaded: LoadedModel | None = None
+        self.models: dict[str, LoadedModel] = {}  # the open detectors, by name
         # features append route installers before start(); the live view does
         self.web_installers: list[RouteInstaller] = []
         self.http_port: int | None = None
@@ -222,6 +108,16 @@ class Pipeline:
         self._listeners: list[CameraStateListener] = []
         # frames counted by schedulers that a reload replaced: (submitted, completed, delivered)
         self._retired = (0, 0, 0)
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        """The first detector's scheduler (the only one, in a config with one detector)."""
+        return next(iter(self.schedulers.values()), None)
+
+    @property
+    def loaded(self) -> LoadedModel | None:
+        """The first detector's model (the only one, in a config with one detector)."""
+        return next(iter(self.models.values()), None)
 
     # ------------------------------------------------------------------ start-up
 
@@ -243,10 +139,11 @@ class Pipeline:
         self.tracking = TrackingStage(plan.scenes, self.metrics)
         # every result's way after inference, in order; clips may add clip events
         self._results = chain([self.tracking, self.clips.observe, self.sinks.submit])
-        self.scheduler = self._new_scheduler(plan)
+        self.camera_detector = dict(plan.camera_detector)
+        for detector in plan.detectors.values():
+            self._start_scheduler(detector)
         self.health.attach(self._progress)
         self.capture.bind_metrics(self.metrics, cfg)
-        self.scheduler.start(self.hub)
         for name in active_cameras(cfg, self.shard):
             self.start_camera(name)
         self._set_paused(set(paused_cameras(cfg, self.shard)))
@@ -306,12 +203,19 @@ class Pipeline:
             ", bearer token required" if http.token else "",
         )
 
-    def _new_scheduler(self, plan: InferencePlan) -> Scheduler:
+    def _start_scheduler(self, detector: DetectorPlan) -> Scheduler:
+        """A detector's scheduler, started on its hub (made on first use)."""
+        scheduler = self._new_scheduler(detector)
+        self.schedulers[detector.name] = scheduler
+        self.models[detector.name] = detector.loaded
+        scheduler.start(self.hubs.setdefault(detector.name, FrameHub()))
+        return scheduler
+
+    def _new_scheduler(self, detector: DetectorPlan) -> Scheduler:
         assert self.sinks is not None
-        self.loaded = plan.loaded
         return build_scheduler(
             self.cfg,
-            plan,
+            detector,
             self.metrics,
             self._results,
             # crops need the frames of cameras that record clips
@@ -330,16 +234,17 @@ class Pipeline:
     def start_camera(self, name: str) -> None:
         cam = next(c for c in self.cfg.cameras if c.name == name)
         self.capture.bind_camera_metrics(self.metrics, self.cfg, cam)
+        detector = self.camera_detector[name]
         box, worker = capture_worker(
             cam,
             self.cfg.capture,
-            self.hub,
+            self.hubs[detector],
             self.metrics,
             self.capture,
             self._camera_state,
             self.capture_phase,
         )
-        self._boxes[name] = box
+        self._boxes[name] = (detector, box)
         ring = None
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
             ring = self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
@@ -359,10 +264,10 @@ class Pipeline:
         if record is not None:
             record.join(timeout_s)
         self.clips.remove_camera(name)
-        box = self._boxes.pop(name)
+        detector, box = self._boxes.pop(name)
         if box.clear() is not None:  # decoded but never taken by inference: count it
             self.metrics.camera(name).drop("shutdown")
-        self.hub.remove(box)
+        self.hubs[detector].remove(box)
         if forget:  # no stale "camera down" series for a camera that was removed
             self.metrics.forget_camera(name)
             self.metrics.forget_inputs(name)
@@ -399,61 +304,77 @@ class Pipeline:
 
     def _progress(self) -> tuple[float, int]:
         """Health probe: last completion time, frames in flight or waiting in mailboxes."""
-        assert self.scheduler is not None
-        last, unfinished = self.scheduler.progress()
-        return last, unfinished + self.hub.pending()
+        progress = [s.progress() for s in list(self.schedulers.values())]
+        last = max((p[0] for p in progress), default=time.monotonic())
+        waiting = sum(hub.pending() for hub in list(self.hubs.values()))
+        return last, sum(p[1] for p in progress) + waiting
 
     # ------------------------------------------------------------------ live reload
 
     def apply(self, cfg: Config, diff: ConfigDiff, plan: InferencePlan) -> None:
         """Run ``cfg`` from now on, changing only what ``diff`` names; ``plan`` was made from
         ``cfg`` (with a new model when ``diff.rebuild_inference``)."""
-        assert self.tracking is not None and self.scheduler is not None
+        assert self.tracking is not None
         self.cfg = cfg
         self._clip_classes = plan.clip_classes
         changed = self.tracking.replace_scenes(plan.scenes)  # unchanged cameras keep tracks
         if changed:
             log.info("tracking, zones or lines replaced on: %s", ", ".join(changed))
-        if plan.loaded is not self.loaded:
-            self._swap_scheduler(plan)
-        else:
-            for name, rules in plan.rules.items():
-                self.scheduler.set_rules(name, rules)
+        for detector in plan.detectors.values():
+            running = self.schedulers.get(detector.name)
+            if running is None:
+                self._start_scheduler(detector)
+            elif detector.loaded is not self.models[detector.name]:
+                self._swap_scheduler(detector)
+            else:
+                for name, rules in detector.rules.items():
+                    running.set_rules(name, rules)
         timeout_s = cfg.shutdown_timeout_s
         paused = set(paused_cameras(cfg, self.shard))
         for name in diff.stop + diff.restart:
             # a paused camera keeps its series: its state gauge says paused
             self.stop_camera(name, timeout_s, forget=name in diff.stop and name not in paused)
+        for name in set(self.schedulers) - set(plan.detectors):  # no camera runs it now
+            old = self.schedulers.pop(name)
+            self._retire_scheduler(name, old)
+            self.metrics.forget_model(old.model.name)
+            self.models.pop(name)
+            self.hubs.pop(name)
+        self.camera_detector = dict(plan.camera_detector)
         for name in diff.restart + diff.start:
             self.start_camera(name)
         self._set_paused(paused)
 
-    def _swap_scheduler(self, plan: InferencePlan) -> None:
-        """Start a new scheduler on the hub, then stop and close the old one.
+    def _swap_scheduler(self, detector: DetectorPlan) -> None:
+        """Start a detector's new scheduler on its hub, then stop and close the old one.
 
         Both take from the same hub for a moment; each submits only to its own request pool,
         so no pool has two submitting threads.
         """
-        old = self.scheduler
-        assert old is not None
-        self.metrics.inference_info.clear()  # the new scheduler sets its own series
-        self.scheduler = self._new_scheduler(plan)
-        self.scheduler.start(self.hub)
+        old = self.schedulers[detector.name]
+        self.metrics.forget_model(old.model.name)  # the new scheduler sets its own series
+        self._start_scheduler(detector)
+        self._retire_scheduler(detector.name, old)
+        log.info("inference pool rebuilt: %s", detector.loaded.backend.info.model)
+
+    def _retire_scheduler(self, name: str, old: Scheduler) -> None:
+        """Close a scheduler a reload replaced or left without cameras; keep its counts."""
         timeout_s = self.cfg.shutdown_timeout_s
         if not old.close(timeout_s):
-            log.error("the previous inference pool did not finish its frames in %.0f s", timeout_s)
+            log.error(
+                "the inference pool of %s did not finish its frames in %.0f s", name, timeout_s
+            )
         r = self._retired
         self._retired = (r[0] + old.submitted, r[1] + old.completed, r[2] + old.delivered)
-        log.info("inference pool rebuilt: %s", plan.loaded.backend.info.model)
 
     # ------------------------------------------------------------------ shutdown
 
     def totals(self) -> tuple[int, int, int]:
         """Frames submitted, completed, delivered: every scheduler of this run, summed."""
-        s = self.scheduler
-        now = (s.submitted, s.completed, s.delivered) if s is not None else (0, 0, 0)
-        r = self._retired
-        return (r[0] + now[0], r[1] + now[1], r[2] + now[2])
+        r = list(self._retired)
+        for s in list(self.schedulers.values()):
+            r = [r[0] + s.submitted, r[1] + s.completed, r[2] + s.delivered]
+        return (r[0], r[1], r[2])
 
     def stop(self, deadline: float) -> bool:
         """Stop in pipeline order by ``deadline`` (monotonic). True if nothing was lost."""
@@ -467,13 +388,13 @@ class Pipeline:
         for record in records:
             if record is not None:
                 record.join(max(0.1, deadline - time.monotonic()))
-        if self.scheduler is not None:
-            clean = self.scheduler.close(max(0.1, deadline - time.monotonic()))
+        for name, scheduler in self.schedulers.items():
+            if not scheduler.close(max(0.1, deadline - time.monotonic())):
+                clean = False
+                log.error("inference (%s) did not drain before the shutdown timeout", name)
             # frames still waiting in mailboxes never entered inference: count, don't hide
-            for frame in self.hub.clear_all():
+            for frame in self.hubs[name].clear_all():
                 self.metrics.camera(frame.camera).drop("shutdown")
-            if not clean:
-                log.error("inference did not drain before the shutdown timeout")
         # open clips are written with what their rings hold (a clean close, still playable)
         self.clips.close(max(0.1, deadline - time.monotonic()))
         if self.sinks is not None:

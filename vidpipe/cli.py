@@ -194,7 +194,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from vidpipe.assemble import check
+    from vidpipe.plan import check
 
     cfg = load_config(args.config)
     problems = check(cfg)
@@ -203,7 +203,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"  - {redact.redact_text(p)}", file=sys.stderr)
         return EXIT_CONFIG
-    print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {cfg.model.path.name})")
+    names = ", ".join(m.path.name for m in cfg.detectors().values())
+    print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {names})")
     _print_processes(cfg)
     if args.shards:
         _print_shards(cfg, args.shards)
@@ -300,7 +301,7 @@ def _detect_config(args: argparse.Namespace) -> Config:
         updates["labels"] = Path(args.labels)
     if updates:
         try:
-            model = ModelConfig.model_validate({**cfg.model.model_dump(), **updates})
+            model = ModelConfig.model_validate({**cfg.default_detector().model_dump(), **updates})
         except Exception as exc:
             raise ConfigError([f"command line: {exc}"]) from None
         cfg = cfg.model_copy(update={"model": model})
@@ -308,7 +309,7 @@ def _detect_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from vidpipe.assemble import detector
+    from vidpipe.plan import detector
     from vidpipe.sinks.record import encode, frame_record
     from vidpipe.types import Frame, FrameResult
 
@@ -355,7 +356,7 @@ def cmd_build_engine(args: argparse.Namespace) -> int:
         raise ConfigError([f"inference.type is {inf.type!r}: build-engine needs 'tensorrt'"])
     for dev in inf.devices:
         ex = TensorRTExecutor(
-            cfg.model.path,
+            cfg.default_detector().path,
             CudaRuntime(dev),
             inf.advanced.max_batch,
             inf.precision,

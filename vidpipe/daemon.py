@@ -19,7 +19,7 @@ from typing import Any
 
 from vidpipe import redact
 from vidpipe.api import ApiRoutes, CameraControl
-from vidpipe.assemble import Pipeline, plan_inference
+from vidpipe.assemble import Pipeline
 from vidpipe.capture.native_stderr import route_stdout
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import Config, ConfigError, load_config
@@ -28,6 +28,7 @@ from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
 from vidpipe.model import log_model
 from vidpipe.notify import Notifier, Reporter, watchdog_interval_s
+from vidpipe.plan import plan_inference
 from vidpipe.reload import ConfigDiff, diff_configs, effective_config, with_http_port
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
@@ -82,7 +83,8 @@ class Daemon:
     def start(self) -> None:
         """Compile the model, then start the sinks, the scheduler and the cameras."""
         plan = plan_inference(self.cfg, self.metrics, shard=self.shard)
-        log_model(plan.loaded)
+        for detector in plan.detectors.values():
+            log_model(detector.name, detector.loaded)
         self.pipeline.start(plan)
         log.info(
             "started %d camera(s)%s",
@@ -141,8 +143,11 @@ class Daemon:
             ConfigError, BackendError: the new config was rejected; nothing changed.
         """
         diff = diff_configs(self.cfg, new_cfg, self.shard)
-        assert self.pipeline.loaded is not None
-        keep = None if diff.rebuild_inference else self.pipeline.loaded
+        keep = {
+            name: model
+            for name, model in self.pipeline.models.items()
+            if not diff.rebuild_all and name not in diff.changed_detectors
+        }
         plan = plan_inference(new_cfg, self.metrics, keep, self.shard)
         self.cfg = effective_config(self.cfg, new_cfg)
         self.pipeline.apply(self.cfg, diff, plan)

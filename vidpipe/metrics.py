@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from vidpipe.overload import OVERLOAD_SHARE, OVERLOAD_WINDOW_S, SHED_REASONS, LoadWindow
 from vidpipe.types import CameraState, Frame
 
 # Latency buckets in seconds: inference on a CPU is 5-100 ms, end to end up to seconds.
@@ -32,55 +30,7 @@ DROP_REASONS = (
     "shutdown",  # still queued when the shutdown timeout ran out
 )
 
-#: Drops that mean the process could not keep up: a live camera's frame replaced before
-#: inference took it, or a frame too old once a slot was free. Decimation and the motion
-#: gate shed frames by design and are not among them.
-SHED_REASONS = frozenset({"overwritten", "too_old"})
-#: ``vidpipe_overloaded`` looks back this far, and is 1 when more than ``OVERLOAD_SHARE`` of
-#: the frames that reached the scheduler's hand-off were shed there: the share that
-#: ``vidpipe bench --mode density`` allows a camera count that holds (99 % inferred).
-OVERLOAD_WINDOW_S = 10.0
-OVERLOAD_SHARE = 0.01
-
-
-class LoadWindow:
-    """Frames shed for lack of capacity (``SHED_REASONS``) against frames inferred, over
-    the last ``window_s`` seconds: whether the process is overloaded.
-
-    The two counts are plain integers bumped without a lock on the hot paths (many camera
-    threads overwrite frames at once; a contended lock there costs each of them a trip
-    through the GIL). A lost increment only moves a share by a frame. Each ``overloaded``
-    call keeps a sample, and compares against the newest sample at least ``window_s`` old
-    (or the oldest kept, if none is that old yet): a scrape every 15 s and a status page
-    polled every second both see the last window.
-    """
-
-    def __init__(
-        self,
-        window_s: float = OVERLOAD_WINDOW_S,
-        share: float = OVERLOAD_SHARE,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.shed = 0
-        self.inferred = 0
-        self._window_s = window_s
-        self._share = share
-        self._clock = clock
-        self._samples: deque[tuple[float, int, int]] = deque([(clock(), 0, 0)])
-        self._lock = threading.Lock()  # only between readers of the gauge
-
-    def overloaded(self) -> bool:
-        """True if more than the share of frames was shed over the last window."""
-        now, shed, inferred = self._clock(), self.shed, self.inferred
-        with self._lock:
-            samples = self._samples
-            while len(samples) > 1 and now - samples[1][0] >= self._window_s:
-                samples.popleft()  # the next one is old enough to be the base
-            _, shed0, inferred0 = samples[0]
-            samples.append((now, shed, inferred))
-        shed_n, inferred_n = shed - shed0, inferred - inferred0
-        return shed_n > self._share * (shed_n + inferred_n)
-
+__all__ = ["OVERLOAD_SHARE", "OVERLOAD_WINDOW_S", "SHED_REASONS", "LoadWindow", "Metrics"]
 
 CLIP_FAILURES = ("disk_full", "dir_missing", "write_error", "no_keyframe")
 CLIP_DROPS = ("queue_full", "shutdown")
@@ -135,6 +85,17 @@ class CameraMetrics:
 
     def detections(self, class_name: str, n: int) -> None:
         self.metrics.detections.labels(camera=self.name, **{"class": class_name}).inc(n)
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """Metric children bound to one model's label value (``vidpipe_*{model=...}``)."""
+
+    inflight: Gauge
+    pool_size: Gauge
+    errors: Counter
+    latency: Histogram
+    batch_size: Histogram
 
 
 class Metrics:
@@ -221,6 +182,7 @@ class Metrics:
         self.inference_latency = Histogram(
             "vidpipe_inference_latency_seconds",
             "Submit to completion of one inference request",
+            ["model"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -234,6 +196,7 @@ class Metrics:
         self.batch_size = Histogram(
             "vidpipe_batch_size",
             "Frames per batch sent to the inference device (OpenVINO: 1 per request)",
+            ["model"],
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
@@ -272,10 +235,17 @@ class Metrics:
 
     def _define_inference_metrics(self, r: CollectorRegistry) -> None:
         """The inference backend: request slots, errors, identity and the detections it reports."""
-        self.inflight = Gauge("vidpipe_inflight_requests", "Requests in flight", registry=r)
-        self.pool_size = Gauge("vidpipe_pool_size", "Inference request slots", registry=r)
+        self.inflight = Gauge(
+            "vidpipe_inflight_requests", "Requests in flight", ["model"], registry=r
+        )
+        self.pool_size = Gauge(
+            "vidpipe_pool_size", "Inference request slots", ["model"], registry=r
+        )
         self.inference_errors = Counter(
-            "vidpipe_inference_errors", "Failed inference requests or callbacks", registry=r
+            "vidpipe_inference_errors",
+            "Failed inference requests or callbacks",
+            ["model"],
+            registry=r,
         )
         self.load = LoadWindow()
         self.overloaded = Gauge(
@@ -474,6 +444,26 @@ class Metrics:
                 )
                 self._cameras[name] = cm
             return cm
+
+    def model(self, name: str) -> ModelMetrics:
+        """Children for one model's ``model`` label (its name in ``models:``, or the file
+        name of the one ``model:``)."""
+        return ModelMetrics(
+            inflight=self.inflight.labels(model=name),
+            pool_size=self.pool_size.labels(model=name),
+            errors=self.inference_errors.labels(model=name),
+            latency=self.inference_latency.labels(model=name),
+            batch_size=self.batch_size.labels(model=name),
+        )
+
+    def forget_model(self, name: str) -> None:
+        """Remove a model's gauges (its scheduler was replaced or closed); counters stay."""
+        for gauge in (self.inflight, self.pool_size):
+            with contextlib.suppress(KeyError):
+                gauge.remove(name)
+        for labels in list(self.inference_info._metrics):
+            if labels[-1] == name:
+                self.inference_info.remove(*labels)
 
     def forget_inputs(self, name: str) -> None:
         """Remove a removed camera's ``vidpipe_camera_input_up`` series; counters stay."""

@@ -4,6 +4,7 @@ resolve the class names the config uses (cameras, clip triggers, sinks) against 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,19 +82,24 @@ def class_ids_for(cam: CameraConfig, index: int, labels: Labels) -> frozenset[in
     return labels.ids(cam.classes, where=f"cameras[{index}].classes", camera=cam.name)
 
 
-def camera_rules(cfg: Config, loaded: LoadedModel) -> dict[str, CameraRules]:
-    """Per-camera decode parameters and class filters; ConfigError lists every bad camera."""
+def camera_rules(
+    cfg: Config, loaded: LoadedModel, model: ModelConfig, cameras: Collection[str] | None = None
+) -> dict[str, CameraRules]:
+    """Decode parameters and class filters of the cameras on one detector (``cameras``;
+    None: every camera); ConfigError lists every bad camera."""
     spec = loaded.backend.input_spec
     rules: dict[str, CameraRules] = {}
     problems: list[str] = []
     for i, cam in enumerate(cfg.cameras):
+        if cameras is not None and cam.name not in cameras:
+            continue
         try:
             ids = class_ids_for(cam, i, loaded.labels)
         except ConfigError as exc:
             problems += exc.problems
             continue
         threshold = (
-            cam.score_threshold if cam.score_threshold is not None else cfg.model.score_threshold
+            cam.score_threshold if cam.score_threshold is not None else model.score_threshold
         )
         rules[cam.name] = CameraRules(DecodeParams(spec.width, spec.height, threshold), ids)
     if problems:
@@ -101,8 +107,11 @@ def camera_rules(cfg: Config, loaded: LoadedModel) -> dict[str, CameraRules]:
     return rules
 
 
-def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int]]:
-    """Each clip-recording camera's trigger classes as ids.
+def clip_trigger_classes(
+    cfg: Config, labels_of: Callable[[str], Labels]
+) -> dict[str, frozenset[int]]:
+    """Each clip-recording camera's trigger classes as ids (``labels_of``: a camera's
+    detector's labels).
 
     Raises:
         ConfigError: one problem per unknown name, naming ``cameras[i].clips.triggers.classes``.
@@ -113,7 +122,7 @@ def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int
         if not cam.clips.enabled:
             continue
         try:
-            ids = labels.ids(
+            ids = labels_of(cam.name).ids(
                 cam.clips.triggers.classes,
                 where=f"cameras[{i}].clips.triggers.classes",
                 camera=cam.name,
@@ -127,8 +136,8 @@ def clip_trigger_classes(cfg: Config, labels: Labels) -> dict[str, frozenset[int
     return out
 
 
-def check_sink_classes(cfg: Config, labels: Labels) -> None:
-    """Refuse a sink's class filter that names no class of the model.
+def check_sink_classes(cfg: Config, labels: Collection[Labels]) -> None:
+    """Refuse a sink's class filter that names no class of any detector.
 
     Sinks match classes by name per frame; an unknown name there would filter out every
     detection without a word, so it is resolved against the labels once, here.
@@ -138,19 +147,26 @@ def check_sink_classes(cfg: Config, labels: Labels) -> None:
     """
     problems: list[str] = []
     for i, sink in enumerate(cfg.sinks):
-        try:
-            labels.ids(sink.class_filter, where=f"sinks[{i}].classes")
-        except ConfigError as exc:
-            problems += exc.problems
+        found: list[str] | None = None
+        for names in labels:
+            try:
+                names.ids(sink.class_filter, where=f"sinks[{i}].classes")
+            except ConfigError as exc:
+                found = exc.problems if found is None else found
+            else:
+                found = []
+                break
+        problems += found or []
     if problems:
         raise ConfigError(problems)
 
 
-def log_model(loaded: LoadedModel) -> None:
+def log_model(name: str, loaded: LoadedModel) -> None:
     """One line on what runs where (the backend's ``BackendInfo``)."""
     info, spec = loaded.backend.info, loaded.backend.input_spec
     log.info(
-        "model %s on %s: precision %s, hint %s, %d requests (optimal %s), input %s, %s",
+        "model %s (%s) on %s: precision %s, hint %s, %d requests (optimal %s), input %s, %s",
+        name,
         info.model,
         info.device,
         info.precision,

@@ -10,8 +10,10 @@ a gap in their frame sequence:
   ``capture:`` defaults change;
 * a change to a camera's ``tracking``, ``zones`` or ``lines`` alone restarts nothing: the
   camera's tracking scene is replaced (its tracks start afresh);
-* a change to ``model:``, ``inference:`` or ``scheduler:`` rebuilds the inference pool
-  (the old one drains while the new one takes over);
+* a change to ``inference:`` or ``scheduler:`` rebuilds every inference pool (the old one
+  drains while the new one takes over); a change to one detector (``model:`` or an entry of
+  ``models:``) rebuilds that detector's pool alone; a camera whose detector changed restarts;
+* ``secondary:`` and ``reid:`` apply at the next start;
 * ``shutdown_timeout_s`` applies at once;
 * ``http:``, ``sinks:`` and ``logging:`` apply only at the next start: the reload logs that.
 """
@@ -24,8 +26,7 @@ from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, O
 from vidpipe.shard import Shard
 
 # Sections kept from the running config until the next start (listening socket, open files).
-RESTART_ONLY_SECTIONS = ("http", "sinks", "logging", "events")
-_INFERENCE_SECTIONS = ("model", "scheduler")
+RESTART_ONLY_SECTIONS = ("http", "sinks", "logging", "events", "secondary", "reid")
 
 
 def owned_cameras(cfg: Config, shard: Shard | None) -> dict[str, CameraConfig]:
@@ -66,7 +67,7 @@ def running_inference(cfg: Config, shard: Shard | None) -> InferenceConfig:
 
 def _restart_part(cam: CameraConfig) -> CameraConfig:
     """The camera without tracking, zones and lines: changing those needs no restart."""
-    return cam.model_copy(update={"tracking": None, "zones": [], "lines": []})
+    return cam.model_copy(update={"tracking": None, "zones": [], "lines": [], "secondary": None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,10 @@ class ConfigDiff:
     keep: tuple[str, ...]
     rebuild_inference: bool
     restart_only: tuple[str, ...]
+    changed_detectors: tuple[str, ...] = ()
+    """Detectors added, removed or changed (``rebuild_inference`` is then True too)."""
+    rebuild_all: bool = False
+    """``inference:`` or ``scheduler:`` changed: every detector's pool is rebuilt."""
 
     @property
     def empty(self) -> bool:
@@ -96,8 +101,10 @@ class ConfigDiff:
             )
             if names
         ]
-        if self.rebuild_inference:
+        if self.rebuild_all:
             parts.append("rebuild the inference pool")
+        elif self.rebuild_inference:
+            parts.append(f"rebuild the inference pool of {', '.join(self.changed_detectors)}")
         parts.append(f"{len(self.keep)} camera(s) untouched")
         if self.restart_only:
             parts.append(f"{', '.join(self.restart_only)} changed: applies at the next start")
@@ -111,17 +118,33 @@ def diff_configs(old: Config, new: Config, shard: Shard | None = None) -> Config
     restart = tuple(
         n
         for n in after
-        if n in before and (capture_changed or _restart_part(before[n]) != _restart_part(after[n]))
+        if n in before
+        and (
+            capture_changed
+            or _restart_part(before[n]) != _restart_part(after[n])
+            or old.detector_of(before[n]) != new.detector_of(after[n])
+        )
+    )
+    old_detectors, new_detectors = old.detectors(), new.detectors()
+    changed_detectors = tuple(
+        n
+        for n in dict.fromkeys([*old_detectors, *new_detectors])
+        if old_detectors.get(n) != new_detectors.get(n)
+    )
+    # an edit from one camera to two changes the hint ``auto`` picks: a rebuild too
+    rebuild_all = (
+        running_inference(old, shard) != running_inference(new, shard)
+        or old.scheduler != new.scheduler
     )
     return ConfigDiff(
         start=tuple(n for n in after if n not in before),
         stop=tuple(n for n in before if n not in after),
         restart=restart,
         keep=tuple(n for n in after if n in before and n not in restart),
-        # an edit from one camera to two changes the hint ``auto`` picks: a rebuild too
-        rebuild_inference=running_inference(old, shard) != running_inference(new, shard)
-        or any(getattr(old, s) != getattr(new, s) for s in _INFERENCE_SECTIONS),
+        rebuild_inference=rebuild_all or bool(changed_detectors),
         restart_only=tuple(s for s in RESTART_ONLY_SECTIONS if getattr(old, s) != getattr(new, s)),
+        changed_detectors=changed_detectors,
+        rebuild_all=rebuild_all,
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.component.test_streamset_fake_gpu import echo_decoder, make_backend
-from vidpipe import assemble
+from vidpipe import plan
 from vidpipe import daemon as daemon_mod
 from vidpipe.config import Config
 from vidpipe.labels import Labels
@@ -23,7 +23,7 @@ def test_daemon_exits_nonzero_after_a_sticky_error_fake_gpu(
     backend, rts, _ = make_backend(max_batch=2, timeout_ms=5)
     rts[0].sticky_on_next_wait = "cudaErrorIllegalAddress"
     monkeypatch.setattr(
-        assemble,
+        plan,
         "open_model",
         lambda model, inference: LoadedModel(backend, echo_decoder, Labels(("a", "b")), 2),
     )

@@ -258,7 +258,7 @@ def test_api_stats_has_the_same_figures_as_metrics(served: Served) -> None:
     cm.detections("person", 7)
     cm.e2e_latency.observe(0.05)
     served.metrics.sink_dropped.labels(sink="jsonl", reason="queue_full").inc(4)
-    served.metrics.inflight.set(3)
+    served.metrics.model("m").inflight.set(3)
     stats = json.loads(served.get("/api/stats")[1])
     metrics_text = served.get("/metrics")[1].decode()
     front = stats["cameras"]["front"]
@@ -277,7 +277,7 @@ def test_api_stats_has_the_same_figures_as_metrics(served: Served) -> None:
         'vidpipe_sink_dropped_total{reason="queue_full",sink="jsonl"}': stats["sinks"]["jsonl"][
             "sink_dropped_total"
         ]["queue_full"],
-        "vidpipe_inflight_requests": stats["pipeline"]["inflight_requests"],
+        'vidpipe_inflight_requests{model="m"}': stats["pipeline"]["inflight_requests"]["m"],
     }
     for series, value in expected.items():
         assert f"{series} {value!r}" in metrics_text, series

@@ -108,7 +108,7 @@ def test_vidpipe_check_reports_nvdec_cameras_that_cannot_start(
     camera is reported with its path and the reason, before any model is compiled."""
     import importlib.util
 
-    from vidpipe.assemble import check
+    from vidpipe.plan import check
 
     if importlib.util.find_spec("PyNvVideoCodec") is not None:
         pytest.skip("PyNvVideoCodec is installed here")

@@ -23,7 +23,7 @@ from vidpipe.sinks.jsonl import JsonlSink
 from vidpipe.sinks.mqtt import MqttSink
 from vidpipe.sinks.record import SCHEMA_VERSION
 from vidpipe.sinks.webhook import WebhookSink
-from vidpipe.types import Detections, FrameResult, TrackEvent
+from vidpipe.types import Detections, FrameResult, ModelTag, TrackEvent
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +46,9 @@ def tracked_frame_with_an_event() -> FrameResult:
         "leave", "door", 42, wall, "hall", 7, 0, "person", (60.25, 220.75), dwell_s=3.5,
         reason="exited",
     )  # fmt: skip
-    return dataclasses.replace(result, events=(leave,))
+    return dataclasses.replace(
+        result, events=(leave,), model=ModelTag("nanodet", "nanodet_m_416.onnx")
+    )
 
 
 @dataclasses.dataclass
@@ -103,13 +105,6 @@ def send_through_every_sink(
     )
 
 
-@pytest.fixture(autouse=True)
-def nanodet_opened(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process ran NanoDet-m (as ``assemble.build_scheduler`` records it); restored after."""
-    monkeypatch.setattr(records, "_model", None)
-    records.set_model("nanodet", Path("/srv/models/nanodet_m_416.onnx"))
-
-
 def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
     sent = send_through_every_sink(
         tmp_path,
@@ -154,19 +149,18 @@ def test_jsonl_mqtt_and_webhook_write_the_same_records(tmp_path: Path) -> None:
     assert event_line["dwell_s"] == 3.5 and event_line["point"] == [60.2, 220.8]
 
 
-def test_frame_record_model_field(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frame_record_model_field() -> None:
+    """A record names the detector that produced it: two cameras on two detectors differ."""
     result = tracked_frame_with_an_event()
     assert records.frame_record(result)["model"] == {
         "type": "nanodet",
         "name": "nanodet_m_416.onnx",
     }
-    records.set_model("yolox", "models/yolox_nano.onnx")  # a reload that opens another model
-    encoded = records.encode(records.frame_record(result)).decode()
-    assert '"latency_ms":50.0,"model":{"type":"yolox","name":"yolox_nano.onnx"},"detections"' in (
+    other = dataclasses.replace(result, camera="gate", model=ModelTag("yolox", "people"))
+    encoded = records.encode(records.frame_record(other)).decode()
+    assert '"latency_ms":50.0,"model":{"type":"yolox","name":"people"},"detections"' in (
         re.sub(r'"latency_ms":[0-9.]+', '"latency_ms":50.0', encoded)
     )
-    # a copy: a caller editing it does not change the next record
-    records.current_model()["name"] = "other.onnx"  # type: ignore[index]
-    assert records.frame_record(result)["model"]["name"] == "yolox_nano.onnx"
-    monkeypatch.setattr(records, "_model", None)  # no model opened (a bare sink test)
-    assert records.frame_record(result)["model"] is None
+    assert records.frame_record(result)["model"]["name"] == "nanodet_m_416.onnx"
+    bare = dataclasses.replace(result, model=None)  # no model opened (a bare sink test)
+    assert records.frame_record(bare)["model"] is None

@@ -75,7 +75,13 @@ def make_engine(
 
 
 def value(metrics: Metrics, name: str, **labels: str) -> float:
-    return metrics.registry.get_sample_value(name, labels) or 0.0
+    """The sum of ``name``'s samples whose labels include ``labels`` (0 with none)."""
+    return sum(
+        s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def test_every_submitted_frame_is_postprocessed_once(backend_factory, assets_dir, image) -> None:

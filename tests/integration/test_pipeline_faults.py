@@ -361,7 +361,8 @@ def test_failing_callbacks_are_counted_and_every_slot_comes_back(
         wait_for(lambda: worker.state.value == "stopped", 90, "the clip played to its end")
         wait_for(lambda: backend.in_flight() == 0, 10, "every slot idle again")
         reg = daemon.metrics.registry
-        errors = reg.get_sample_value("vidpipe_inference_errors_total")
+        model = {"model": daemon.scheduler.model.name}
+        errors = reg.get_sample_value("vidpipe_inference_errors_total", model)
         dropped = reg.get_sample_value(
             "vidpipe_frames_dropped_total", {"camera": "street", "reason": "inference_error"}
         )

@@ -74,12 +74,12 @@ def test_bad_clip_settings_name_their_yaml_path(edit: tuple[str, str], expected:
 def test_unknown_trigger_class_names_the_camera_and_path() -> None:
     cfg = parse_config(BASE.replace("classes: [person]", "classes: [person, persn]"))
     with pytest.raises(ConfigError) as err:
-        clip_trigger_classes(cfg, Labels(["person", "car"]))
+        clip_trigger_classes(cfg, lambda _: Labels(["person", "car"]))
     assert err.value.problems == [
         "cameras[0].clips.triggers.classes[1] (door): unknown class 'persn' (did you mean "
         "'person'?)",
         "cameras[1].clips.triggers.classes[1] (yard): unknown class 'persn' (did you mean "
         "'person'?)",
     ]
-    ok = clip_trigger_classes(parse_config(BASE), Labels(["car", "person"]))
+    ok = clip_trigger_classes(parse_config(BASE), lambda _: Labels(["car", "person"]))
     assert ok == {"door": frozenset({1}), "yard": frozenset({1})}  # shed records nothing

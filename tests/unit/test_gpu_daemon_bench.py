@@ -90,8 +90,8 @@ def test_snapshot_reads_every_camera_in_one_pass_as_get_sample_value_would() -> 
     metrics.frames_dropped.labels(camera="cam3", reason="overwritten").inc(2)
     metrics.frames_captured.labels(camera="other").inc(99)  # not one of the bench's cameras
     for n in (8, 24):
-        metrics.batch_size.observe(n)
-    metrics.inference_latency.observe(0.25)
+        metrics.model("yolox").batch_size.observe(n)
+    metrics.inference_latency.labels(model="yolox").observe(0.25)
     reg = metrics.registry
     calls: list[int] = []
     collect = reg.collect

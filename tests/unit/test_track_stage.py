@@ -84,7 +84,7 @@ class Recorded(TrackingStage):
 def make(text: str = CONFIG) -> tuple[TrackingStage, list[FrameResult], Metrics]:
     cfg = config(text)
     metrics = Metrics()
-    scenes = build_scenes(cfg, LABELS, {"door": None, "plain": None}, metrics)
+    scenes = build_scenes(cfg, lambda _: LABELS, {"door": None, "plain": None}, metrics)
     stage = Recorded(scenes, metrics)
     return stage, stage.out, metrics
 
@@ -171,13 +171,13 @@ def test_a_failing_step_passes_the_result_on_and_counts_it(caplog) -> None:
 )
 def test_unknown_zone_class_names_the_yaml_path(classes: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
-        build_scenes(config(CONFIG.replace("[person]", classes)), LABELS, {}, Metrics())
+        build_scenes(config(CONFIG.replace("[person]", classes)), lambda _: LABELS, {}, Metrics())
     assert expected in info.value.problems
 
 
 def test_zone_class_that_the_camera_filters_out_is_an_error() -> None:
     with pytest.raises(ConfigError) as info:
-        build_scenes(config(), LABELS, {"door": frozenset({2})}, Metrics())
+        build_scenes(config(), lambda _: LABELS, {"door": frozenset({2})}, Metrics())
     assert any(
         "cameras[0].zones[0].classes (door): class 'person' is never reported" in p
         for p in info.value.problems
@@ -249,14 +249,14 @@ def test_reload_keeps_tracks_of_unchanged_cameras_and_restarts_changed_ones() ->
     gauge = {"camera": "door", "zone": "hall", "class": "person"}
     assert sample(metrics, "vidpipe_zone_objects", **gauge) == 1
 
-    same = build_scenes(config(), LABELS, {"door": None, "plain": None}, metrics)
+    same = build_scenes(config(), lambda _: LABELS, {"door": None, "plain": None}, metrics)
     stage.replace_scenes(same)  # a reload that did not touch this camera's scene
     assert stage.scenes["door"] is old_scene
     stage(result(5, [(20, 100, 50, 180)]))
     assert int(out[-1].detections.tracker_id[0]) == old_id
 
     smaller = CONFIG.replace("0.5, 0], [0.5, 1], [0, 1]", "0.4, 0], [0.4, 1], [0, 1]")
-    moved = build_scenes(config(smaller), LABELS, {}, metrics)
+    moved = build_scenes(config(smaller), lambda _: LABELS, {}, metrics)
     stage.replace_scenes(moved)  # the zone changed: a fresh scene, the old series removed
     assert stage.scenes["door"] is not old_scene
     assert metrics.registry.get_sample_value("vidpipe_zone_objects", gauge) == 0.0  # re-created

@@ -12,7 +12,7 @@ def test_samples_are_grouped_and_keyed_like_the_exposition() -> None:
     m.camera("a").drop("too_old", 2)
     m.camera("a").e2e_latency.observe(0.2)
     m.sink_written.labels(sink="jsonl").inc(9)
-    m.pool_size.set(4)
+    m.model("m").pool_size.set(4)
     m.inference_info.labels(
         backend="openvino", device="CPU", precision="f32", hint="throughput", model="m"
     ).set(1)
@@ -26,7 +26,7 @@ def test_samples_are_grouped_and_keyed_like_the_exposition() -> None:
     assert a["end_to_end_latency_seconds_sum"] == 0.2
     assert not any(k.endswith(("_bucket", "_created")) for k in a)
     assert stats["sinks"]["jsonl"]["sink_written_total"] == 9.0
-    assert stats["pipeline"]["pool_size"] == 4.0
+    assert stats["pipeline"]["pool_size"] == {"m": 4.0}  # by model
     (info,) = stats["pipeline"]["inference_info"]  # several labels: a record with its value
     assert info == {
         "backend": "openvino",

@@ -34,7 +34,7 @@ class NamedModelConfig(ModelConfig):
     with ``detector:``, or an embedder (reid) that a ``secondary:`` stage runs on crops."""
 
     path: Path = Field(description="ONNX or OpenVINO IR file of the model")
-    type: AnyModelType = Field(  # type: ignore[assignment]
+    type: AnyModelType = Field(
         "yolox",
         description="detector types: yolox, yolov8, ssd, nanodet (as model.type); embedder "
         "types: reid (person re-identification: a crop in, an embedding out)",
@@ -50,7 +50,7 @@ class SecondaryConfig(ConfigModel):
 
     model: str = Field(description="the name of an embedder in models: (type reid)")
     on: list[str | int] = Field(
-        default_factory=lambda: ["person"],
+        default_factory=lambda: list[str | int](["person"]),
         min_length=1,
         description="the detector's classes (names or ids) whose tracks are cropped",
     )

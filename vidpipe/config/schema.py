@@ -495,6 +495,10 @@ class Config(ConfigModel):
         """Every detector by name: ``model:`` as ``default``, then those of ``models:``."""
         return detectors_of(self.model, self.models)
 
+    def default_detector(self) -> ModelConfig:
+        """``model:``, or the first detector of ``models:`` (``vidpipe detect``, ``optimize``)."""
+        return next(iter(self.detectors().values()))
+
     def detector_of(self, camera: CameraConfig) -> str:
         """The name of the detector ``camera`` runs (checked when the config was built)."""
         return check_detector_choice(

@@ -99,10 +99,11 @@ def optimize(cfg: Config, options: Options, progress: frames.Progress) -> dict[s
     core = ov.Core()
     model, decode = _open_float_model(core, cfg, options)
     width, height = decode[1].input_w, decode[1].input_h
-    labels = load_labels(cfg.model.labels, 1000)
-    iou = cfg.model.iou_threshold
-    model_input = model_type(cfg.model.type).input  # the type's letterbox, pad, mean and std
-    progress(f"frames: as model.type {cfg.model.type!r} wants them: {_describe(model_input)}")
+    detector = cfg.default_detector()
+    labels = load_labels(detector.labels, 1000)
+    iou = detector.iou_threshold
+    model_input = model_type(detector.type).input  # the type's letterbox, pad, mean and std
+    progress(f"frames: as model.type {detector.type!r} wants them: {_describe(model_input)}")
     samples = frames.collect(
         _sources(cfg, options), options.frames, width, height, progress, model_input
     )
@@ -154,14 +155,15 @@ def _open_float_model(
     """The configured float model and how to decode its outputs; refuses a quantized one."""
     if options.output.suffix != ".xml":
         raise OptimizeError(f"output {options.output}: an OpenVINO IR name ends in .xml")
-    model = core.read_model(str(cfg.model.path))
+    detector = cfg.default_detector()
+    model = core.read_model(str(detector.path))
     if any(op.get_type_name() == "FakeQuantize" for op in model.get_ops()):
-        raise OptimizeError(f"model {cfg.model.path} is quantized already: give the float one")
+        raise OptimizeError(f"model {detector.path} is quantized already: give the float one")
     # quantized after the daemon's own load-time rewrites, so that the INT8 IR keeps them and
     # the speeds compared are those of the graphs the daemon would run
     fuse_focus(model)
-    width, height = _input_size(model, cfg.model.path)
-    return model, (DECODERS[cfg.model.type], DecodeParams(width, height, DECODE_THRESHOLD))
+    width, height = _input_size(model, detector.path)
+    return model, (DECODERS[detector.type], DecodeParams(width, height, DECODE_THRESHOLD))
 
 
 def _gate(int8: Agreement, report: dict[str, Any], options: Options) -> None:
@@ -190,9 +192,9 @@ def _report(
 ) -> dict[str, Any]:
     return {
         "model": str(options.output),
-        "source_model": str(cfg.model.path),
-        "model_type": cfg.model.type,
-        "input": _describe(model_type(cfg.model.type).input),
+        "source_model": str(cfg.default_detector().path),
+        "model_type": cfg.default_detector().type,
+        "input": _describe(model_type(cfg.default_detector().type).input),
         "method": options.method,
         "gate": options.gate,
         "frames": {

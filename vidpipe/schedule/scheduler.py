@@ -71,6 +71,7 @@ from vidpipe.types import (
     Frame,
     FrameResult,
     Letterbox,
+    ModelTag,
     PostprocessRequest,
     SubmitTag,
 )
@@ -112,8 +113,11 @@ class Scheduler:
         max_frame_age_s: float,
         keep_images: bool = False,
         on_fatal: Callable[[BaseException], None] | None = None,
+        model: ModelTag | None = None,
     ) -> None:
         self.backend = backend
+        # records and the model label of the metrics name it so
+        self.model = model or ModelTag(DECODER_NAMES.get(decoder, "custom"), backend.info.model)
         self.decoder = decoder
         self.labels = Labels.of(labels)
         self.metrics = metrics
@@ -178,17 +182,18 @@ class Scheduler:
         self.last_completion = time.monotonic()
 
     def _bind_metrics(self, metrics: Metrics, backend: InferenceBackend) -> None:
-        """Pool size, in-flight gauge, batch sizes and the backend's identity."""
-        metrics.pool_size.set(self.capacity)
-        metrics.inflight.set_function(lambda: self._in_backend)
-        backend.observe_batches(metrics.batch_size.observe)
+        """Pool size, in-flight gauge, batch sizes and the backend's identity, by model."""
+        self._model_metrics = mm = metrics.model(self.model.name)
+        mm.pool_size.set(self.capacity)
+        mm.inflight.set_function(lambda: self._in_backend)
+        backend.observe_batches(mm.batch_size.observe)
         info = backend.info
         metrics.inference_info.labels(
             backend=info.backend,
             device=info.device,
             precision=info.precision,
             hint=info.hint,
-            model=info.model,
+            model=self.model.name,
         ).set(1)
 
     def set_rules(self, camera: str, rules: CameraRules | None) -> None:
@@ -431,14 +436,14 @@ class Scheduler:
         cam = self.metrics.camera(frame.camera)
         got = completion.result
         if isinstance(got, BaseException):
-            self.metrics.inference_errors.inc()
+            self._model_metrics.errors.inc()
             cam.drop("inference_error")
             if isinstance(got, FatalDeviceError) and self.fatal is None:
                 self.fatal = got
                 if self._on_fatal is not None:
                     self._on_fatal(got)
             return None
-        self.metrics.inference_latency.observe(completion.infer_s)
+        self._model_metrics.latency.observe(completion.infer_s)
         rules = self._rules.get(frame.camera, self._default_rules)
         if isinstance(got, Detections):  # postprocessed on the device already
             dets = got
@@ -466,6 +471,7 @@ class Scheduler:
             image=frame.image if self.keep_images else None,
             epoch=frame.epoch,
             still_frames=frame.still_frames,
+            model=self.model,
         )
         cam.infer_done()
         cam.e2e_latency.observe(t_done - frame.t_capture)

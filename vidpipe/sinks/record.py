@@ -10,38 +10,18 @@ away; new fields may be added within a version.
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime
-from pathlib import PurePath
 from typing import Any
 
-from vidpipe.types import ClipEvent, FrameResult, TrackEvent
+from vidpipe.types import ClipEvent, FrameResult, ModelTag, TrackEvent
 
 #: The ``"v"`` of every record.
 SCHEMA_VERSION = 1
 
-_model_lock = threading.Lock()
-_model: dict[str, str] | None = None
 
-
-def set_model(model_type: str, path: str | PurePath) -> None:
-    """Name the model whose results this process's frame records carry (``"model"``).
-
-    Called where a scheduler is built for the model (``vidpipe.assemble.build_scheduler``,
-    after every check of the plan passed), again on a reload that
-    opens another one. A process runs one model, so every sink's frame records name the same
-    one. ``name`` is the file's name only: a record does not tell where files are kept.
-    """
-    global _model
-    with _model_lock:
-        _model = {"type": str(model_type), "name": PurePath(path).name}
-
-
-def current_model() -> dict[str, str] | None:
-    """The ``"model"`` of frame records: ``{"type": ..., "name": ...}``, or None before
-    ``set_model``."""
-    with _model_lock:
-        return None if _model is None else dict(_model)
+def model_dict(tag: ModelTag) -> dict[str, str]:
+    """A record's ``"model"``: ``{"type": ..., "name": ...}``."""
+    return {"type": tag.type, "name": tag.name}
 
 
 def iso_utc(wall_time: float) -> str:
@@ -79,8 +59,9 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
 
     Fields: ``v``, ``camera``, ``frame`` (sequence number), ``ts`` (``iso_utc`` of the
     result's wall time), ``width``, ``height``, ``latency_ms`` (capture to postprocessed, 0.1 ms
-    resolution), ``model`` (``current_model``: ``{"type": "nanodet", "name":
-    "nanodet_m_416.onnx"}``, null only where no model was opened) and ``detections``
+    resolution), ``model`` (the detector that produced it: ``{"type": "nanodet", "name":
+    "fast"}``, its name in ``models:``, or the file name of the one ``model:``; null only
+    where no model was opened) and ``detections``
     (``detection_dicts``).
     """
     return {
@@ -91,7 +72,7 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
         "width": result.width,
         "height": result.height,
         "latency_ms": round((result.t_done - result.t_capture) * 1000.0, 1),
-        "model": current_model(),
+        "model": None if result.model is None else model_dict(result.model),
         "detections": detection_dicts(result),
     }
 

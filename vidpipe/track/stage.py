@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -295,7 +295,7 @@ class TrackingStage:
 
 def build_scenes(
     cfg: Config,
-    labels: Labels,
+    labels_of: Callable[[str], Labels],
     camera_class_ids: dict[str, frozenset[int] | None],
     metrics: Metrics,
 ) -> dict[str, CameraScene]:
@@ -303,7 +303,7 @@ def build_scenes(
 
     Args:
         cfg: the whole config.
-        labels: the model's class names.
+        labels_of: a camera's detector's class names, by camera name.
         camera_class_ids: each camera's own resolved class filter (``CameraRules.class_ids``).
         metrics: the daemon's metrics.
 
@@ -316,6 +316,7 @@ def build_scenes(
         if not cam.enabled or not cam.tracks:
             continue
         own = camera_class_ids.get(cam.name)
+        labels = labels_of(cam.name)
         resolved: dict[str, list[frozenset[int] | None]] = {"zones": [], "lines": []}
         filters: tuple[tuple[str, list[list[str | int] | None]], ...] = (
             ("zones", [z.classes for z in cam.zones]),
@@ -331,4 +332,7 @@ def build_scenes(
         plans.append((cam, resolved))
     if problems:
         raise ConfigError(problems)
-    return {cam.name: CameraScene(cam, r["zones"], r["lines"], labels, metrics) for cam, r in plans}
+    return {
+        cam.name: CameraScene(cam, r["zones"], r["lines"], labels_of(cam.name), metrics)
+        for cam, r in plans
+    }
