@@ -116,7 +116,8 @@ class WebhookSink:
         """
         failure: WebhookDeliveryError | None = None
         for event in result.events:
-            if self._classes is not None and event.label not in self._classes:
+            label = getattr(event, "label", None)  # a reid match has no class: always sent
+            if self._classes is not None and label is not None and label not in self._classes:
                 self._skipped["filtered"].inc()
                 continue
             body = encode(event_record(event))
