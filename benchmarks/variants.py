@@ -33,11 +33,16 @@ class Variant:
         camera: merged into every camera's settings.
         int8: runs the INT8 IR of ``--int8-model`` (``PointSpec.extra["int8_model"]``)
             instead of the model, so that INT8 and the default are measured in one run.
+        odd_camera: merged into every other camera's settings (the second, fourth, ...).
+        models: ``models:`` entries, their ``path`` a file name in the model's directory
+            (the assets' models folder).
     """
 
     overrides: dict[str, Any] = field(default_factory=dict)
     camera: dict[str, Any] = field(default_factory=dict)
     int8: bool = False
+    odd_camera: dict[str, Any] = field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _WHOLE = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
@@ -95,6 +100,19 @@ VARIANTS: dict[str, Variant] = {
     "vidpipe-motion": Variant(camera=_MOTION),
     # tracking, zones and lines, where crops are made too (against vidpipe-track)
     "vidpipe-track-clips": Variant(camera={**_TRACK, "clips": _CLIPS}),
+    # a second detector (NanoDet-m) on half the cameras, beside YOLOX-Nano on the others
+    "vidpipe-2det": Variant(
+        odd_camera={"detector": "second"},
+        models={"second": {"path": "nanodet_m_416.onnx", "type": "nanodet"}},
+    ),
+    # tracking, and person re-identification on crops of tracked persons once a second
+    # (against vidpipe-track)
+    "vidpipe-track-reid": Variant(
+        {"secondary": [{"model": "reid", "on": ["person"], "every_s": 1.0}]},
+        camera={"tracking": {"enabled": True}},
+        models={"reid": {"path": "person-reidentification-retail-0288.onnx", "type": "reid"}},
+    ),
+    "vidpipe-tracking": Variant(camera={"tracking": {"enabled": True}}),
 }
 #: the variants with a feature on in every camera, whose paired ratios the report shows
 CAMERA_VARIANTS = (
@@ -117,6 +135,13 @@ def variant_settings(spec: PointSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     variant = VARIANTS[spec.contender]
     overrides = variant.overrides
+    if variant.models:
+        folder = Path(spec.model).parent
+        models = {
+            name: {"labels": spec.labels, **entry, "path": str(folder / entry["path"])}
+            for name, entry in variant.models.items()
+        }
+        overrides = merged(overrides, {"models": models})
     if variant.int8:
         if not spec.extra.get("int8_model"):
             raise ValueError(f"{spec.contender} runs the model of --int8-model: none given")
@@ -126,7 +151,7 @@ def variant_settings(spec: PointSpec) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def variant_run(spec: PointSpec) -> VidpipeRun:
     """The daemon of the variant ``spec.contender`` (the factory the harness registers)."""
-    return VidpipeRun(spec, *variant_settings(spec))
+    return VidpipeRun(spec, *variant_settings(spec), VARIANTS[spec.contender].odd_camera)
 
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost: tracking must not
@@ -148,6 +173,9 @@ LABELS: dict[str, str] = {
     "vidpipe-motion-int8": "vidpipe on the INT8 model, motion gate on",
     "vidpipe-nopin": "vidpipe, OpenVINO's threads not pinned to cores (A/B)",
     "vidpipe-motion-nopin": "vidpipe, motion gate on, OpenVINO's threads not pinned (A/B)",
+    "vidpipe-2det": "vidpipe, NanoDet-m on every other camera, YOLOX-Nano on the rest",
+    "vidpipe-tracking": "vidpipe, tracking on (no zones or lines)",
+    "vidpipe-track-reid": "vidpipe, tracking + person re-identification once a second a track",
 }
 
 

@@ -36,10 +36,11 @@ def bench_config(
     jsonl: Path,
     overrides: Mapping[str, Any] | None = None,
     camera: Mapping[str, Any] | None = None,
+    odd_camera: Mapping[str, Any] | None = None,
 ) -> Any:
     """The daemon config of one point, validated like a YAML file would be: results to
     ``jsonl``; a variant's ``overrides`` merged into the sections, its ``camera`` settings
-    into every camera (``merged``)."""
+    into every camera and its ``odd_camera`` settings into every other one (``merged``)."""
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
@@ -64,7 +65,7 @@ def bench_config(
                     **({"realtime": True} if spec.realtime and not is_stream else {}),
                     **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
                 },
-                camera or {},
+                merged(camera or {}, (odd_camera or {}) if i % 2 else {}),
             )
             for i in range(spec.cameras)
         ],
@@ -93,6 +94,7 @@ class VidpipeRun:
         spec: PointSpec,
         overrides: Mapping[str, Any] | None = None,
         camera: Mapping[str, Any] | None = None,
+        odd_camera: Mapping[str, Any] | None = None,
     ) -> None:
         from vidpipe.cli import tune_process
         from vidpipe.daemon import Daemon
@@ -103,7 +105,7 @@ class VidpipeRun:
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
         self.jsonl = Path(self._tmp.name) / "results.jsonl"
-        self.cfg = bench_config(spec, self.jsonl, overrides, camera)
+        self.cfg = bench_config(spec, self.jsonl, overrides, camera, odd_camera)
         self.daemon = Daemon(self.cfg)
         self.errors: list[str] = []
         self.precision = spec.precision
