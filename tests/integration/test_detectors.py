@@ -131,3 +131,47 @@ def test_check_names_the_bad_model(
     proc = vidpipe("check", "--config", str(path))
     assert proc.returncode != 0
     assert "models.fast: " in proc.stderr and expected in proc.stderr, proc.stderr
+
+
+def test_a_busy_detector_does_not_starve_another(
+    assets_dir: Path, tmp_path: Path, short_clip: Path, run_daemon
+) -> None:
+    """Three unpaced file cameras keep one detector busy (they take every frame it can
+    infer); a real-time camera on the other detector still has its frames inferred: each
+    detector has its own requests, so the busy one cannot hold them all.
+
+    Counters only: the calm camera's inferred share of what it captured, not a rate."""
+    port = free_port()
+    clip = str(assets_dir / "videos" / "one-by-one-person-detection.mp4")
+    yolox = _models(assets_dir)["people"]
+    busy = [{"name": f"busy{i}", "url": clip, "loop": True, "detector": "busy"} for i in range(3)]
+    calm = {"name": "calm", "url": clip, "loop": True, "realtime": True, "detector": "calm"}
+    run_daemon(
+        {
+            "models": {"busy": yolox, "calm": yolox},
+            "http": {"port": port},
+            "cameras": [*busy, calm],
+        }
+    )
+
+    def calm_captured() -> float:
+        try:
+            return metric(scrape(port), "vidpipe_frames_captured_total", camera="calm")
+        except OSError:
+            return 0.0
+
+    wait_for(lambda: calm_captured() >= 30, 120, "the calm camera running")
+    text0 = scrape(port)
+    start = metric(text0, "vidpipe_frames_captured_total", camera="calm")
+    wait_for(lambda: calm_captured() >= start + 100, 120, "100 more frames")
+    text1 = scrape(port)
+
+    def delta(name: str, **labels: str) -> float:
+        return metric(text1, name, **labels) - metric(text0, name, **labels)
+
+    captured = delta("vidpipe_frames_captured_total", camera="calm")
+    inferred = delta("vidpipe_frames_inferred_total", camera="calm")
+    busy_inferred = sum(delta("vidpipe_frames_inferred_total", camera=c["name"]) for c in busy)
+    print(f"calm: {inferred:.0f} of {captured:.0f} inferred; busy cameras: {busy_inferred:.0f}")
+    assert busy_inferred > inferred, "the busy detector was not busy: nothing was shown"
+    assert inferred >= 0.5 * captured, f"calm camera starved: {inferred} of {captured} inferred"
