@@ -11,6 +11,8 @@ Facts this module is built around:
   file from version ``i`` to ``i + 1``; each step and its new version commit together, so a
   crash during a migration leaves the old version, which is migrated again at the next start.
   Add a step at the end; never edit one that has shipped.
+* ``tracks`` holds each track's summary and embedding (``vectors``), written in the same
+  transactions as the events, so a vector is exactly as durable as an event row.
 * Times are stored as Unix seconds (``REAL``) and shown as the v1 record's RFC 3339 text.
 """
 
@@ -46,6 +48,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX events_newest ON events (ts, id)",
         "CREATE INDEX events_camera ON events (camera, kind, ts, id)",
         "CREATE INDEX events_clip ON events (camera, clip_id)",
+    ),
+    # 2: one row per track summary, its embedding a float32 BLOB (vidpipe.events.vectors);
+    # AUTOINCREMENT: an id is never reused, so a reader's cache can follow new rows by id
+    (
+        """CREATE TABLE tracks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            camera TEXT NOT NULL,
+            track_id INTEGER NOT NULL,
+            global_id INTEGER NOT NULL,
+            class_id INTEGER NOT NULL,
+            label TEXT NOT NULL,
+            first_seen REAL NOT NULL,
+            last_seen REAL NOT NULL,
+            crops INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            embedding BLOB NOT NULL
+        )""",
+        "CREATE INDEX tracks_track ON tracks (camera, track_id, last_seen)",
+        "CREATE INDEX tracks_ts ON tracks (ts)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,5 @@
-"""Reading the event store: the parameters of ``GET /api/v1/events`` and the keyset query.
+"""Reading the event store: the parameters of ``GET /api/v1/events`` and the keyset query;
+the parameters and answer of ``/api/v1/search`` (run by ``vectors.run_search``).
 
 Results are newest first, ordered by ``(ts, id)``; a page ends with an opaque cursor, the
 ``(ts, id)`` of its last row, and the next page starts strictly below it. Unlike an offset,
@@ -120,6 +121,19 @@ def parse_time(text: str, name: str) -> float:
     return value
 
 
+def parse_limit(text: str | None, default: int, most: int) -> int:
+    """A ``limit`` parameter: ``default`` when absent or empty, else 1 to ``most``."""
+    if not text:
+        return default
+    try:
+        limit = int(text)
+    except ValueError:
+        raise QueryError(f"limit: {text!r} is not an integer") from None
+    if not 1 <= limit <= most:
+        raise QueryError(f"limit: {limit} is not between 1 and {most}")
+    return limit
+
+
 def encode_cursor(ts: float, row_id: int) -> str:
     raw = json.dumps([ts, row_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -157,14 +171,7 @@ def parse_query(params: Mapping[str, str]) -> EventQuery:
     before = parse_time(params["before"], "before") if params.get("before") else None
     if after is not None and before is not None and after >= before:
         raise QueryError("after must be earlier than before")
-    limit = DEFAULT_LIMIT
-    if params.get("limit"):
-        try:
-            limit = int(params["limit"])
-        except ValueError:
-            raise QueryError(f"limit: {params['limit']!r} is not an integer") from None
-        if not 1 <= limit <= MAX_LIMIT:
-            raise QueryError(f"limit: {limit} is not between 1 and {MAX_LIMIT}")
+    limit = parse_limit(params.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
     cursor = decode_cursor(params["cursor"]) if params.get("cursor") else None
     return EventQuery(kind=kind, after=after, before=before, limit=limit, cursor=cursor, **text)
 
@@ -228,3 +235,102 @@ def _event(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
         "clip_deleted": bool(deleted),
         "record": json.loads(rec),
     }
+
+
+# ---------------------------------------------------------------------- search by example
+
+SEARCH_PARAMS = ("camera", "track", "limit", "since")
+DEFAULT_SEARCH_LIMIT = 10
+MAX_SEARCH_LIMIT = 100
+
+
+class SearchParams(BaseModel):
+    """The query parameters of ``GET /api/v1/search`` (``camera`` and ``track`` required);
+    ``POST`` takes ``limit`` and ``since`` only. ``parse_search`` reads them."""
+
+    camera: str = Field(min_length=1, description="the example track's camera")
+    track: int = Field(ge=0, le=_INT64[1], description="the example track's tracker id")
+    limit: int = Field(
+        DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT, description="tracks to answer"
+    )
+    since: AwareDatetime | float = Field(
+        description=f"only tracks last seen at or after this time: {_TIME}"
+    )
+
+
+class SearchClip(BaseModel):
+    """A clip that holds a track."""
+
+    model_config = ConfigDict(extra="forbid")
+    clip_id: str
+    url: str | None = Field(description="the clip's MP4; null once it is deleted")
+    crop_url: str | None = Field(description="the clip's best-shot crop; null once deleted")
+    start: str = Field(description="the clip's first packet, RFC 3339 in UTC")
+    end: str = Field(description="the clip's last packet, RFC 3339 in UTC")
+    clip_deleted: bool = Field(description="the clip retention deleted the clip's files")
+
+
+class SearchTrack(BaseModel):
+    """A stored track: what the embedder said of it when it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+    camera: str
+    track_id: int = Field(description="the tracker's id on its camera")
+    global_id: int = Field(description="its identity across cameras (re-identification)")
+    label: str = Field(description="its class")
+    first_seen: AwareDatetime = Field(description="its first embedded crop, RFC 3339 in UTC")
+    last_seen: AwareDatetime = Field(description="its last embedded crop, RFC 3339 in UTC")
+    crops: int = Field(description="crops averaged into its embedding")
+    model: str = Field(description="the embedder (a models: name)")
+    clips: list[SearchClip] = Field(description="clips that hold the track, oldest first")
+
+
+class SearchHit(SearchTrack):
+    """A track found, with its likeness to the example."""
+
+    similarity: float = Field(ge=-1.0001, le=1.0001, description="cosine similarity")
+
+
+class SearchAnswer(BaseModel):
+    """What ``GET`` and ``POST /api/v1/search`` answer: the nearest tracks, best first."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: SearchTrack | None = Field(description="GET: the example track; POST: null")
+    tracks: list[SearchHit]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A search: by a stored track (``camera`` and ``track``) or, both None, by an image."""
+
+    camera: str | None = None
+    track: int | None = None
+    limit: int = DEFAULT_SEARCH_LIMIT
+    since: float | None = None
+
+
+def parse_search(params: Mapping[str, str], *, by_track: bool) -> SearchQuery:
+    """The search of ``params``: ``by_track`` (GET) needs ``camera`` and ``track``; an image
+    search (POST) takes neither.
+
+    Raises:
+        QueryError: an unknown or missing parameter, a bad track id, limit or time.
+    """
+    known = SEARCH_PARAMS if by_track else ("limit", "since")
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise QueryError(f"unknown parameter(s) {unknown}; known: {', '.join(known)}")
+    camera, track = None, None
+    if by_track:
+        camera = params.get("camera") or None
+        if camera is None or not params.get("track"):
+            raise QueryError("camera and track are required: the example track")
+        try:
+            track = int(params["track"])
+        except ValueError:
+            raise QueryError(f"track: {params['track']!r} is not an integer") from None
+        if not 0 <= track <= _INT64[1]:
+            raise QueryError(f"track: {track} is not a tracker id (0 or more)")
+    limit = parse_limit(params.get("limit"), DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT)
+    since = parse_time(params["since"], "since") if params.get("since") else None
+    return SearchQuery(camera, track, limit, since)

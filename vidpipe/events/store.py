@@ -13,6 +13,12 @@ connection reopened and the same batch retried with a growing pause; meanwhile n
 wait in the queue, and drop counted when it is full. Between batches the thread also applies
 the retention (``housekeeping_s``): rows older than ``max_age_days`` go, and rows whose clip
 the clip retention deleted say so (``clip_deleted``).
+
+A ``TrackSummary`` (a track's embedding) is a row of ``tracks`` (``vectors``), committed in the
+same transaction as the events beside it in the queue, so it is acknowledged, retried and
+retained exactly as they are. One whose embedding cannot be a vector (wrong shape, zero, not
+finite) is refused in ``handle`` and counted (``reason="rejected"``), so that it never fails
+the batch it would have joined.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ from pathlib import Path
 from vidpipe.clips.store import stored_clips
 from vidpipe.events.db import StoreError, connect_writer
 from vidpipe.events.rows import insert
+from vidpipe.events.vectors import delete_old_tracks, embedding_problem, insert_track
 from vidpipe.metrics import Metrics
-from vidpipe.types import ClipEvent, FrameResult, TrackEvent
+from vidpipe.types import ClipEvent, Event, FrameResult, TrackSummary
 
 log = logging.getLogger(__name__)
 
-Event = TrackEvent | ClipEvent
 #: Most events per transaction: bounds how long one commit holds the write lock.
 BATCH_MAX = 500
 #: How long an idle writer waits on its queue before re-checking the stop Event.
@@ -88,12 +94,15 @@ class EventStore:
         self._housekeeping_s = housekeeping_s
         self._close_timeout_s = close_timeout_s
         self._queue: queue.Queue[Event] = queue.Queue(queue_size)
-        self._dropped = {r: metrics.events_dropped.labels(reason=r) for r in ("queue_full",)}
+        self._dropped = {
+            r: metrics.events_dropped.labels(reason=r) for r in ("queue_full", "rejected")
+        }
         self._stop = threading.Event()
         self._deadline = float("inf")  # set by close(): the writer gives up after it
         self._conn: sqlite3.Connection | None = connect_writer(path)
         self._failing = 0
         self._last_error_log = -float("inf")
+        self._last_reject_log = -float("inf")
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="events-writer", daemon=True)
         self._thread.start()
@@ -105,11 +114,27 @@ class EventStore:
         if not result.events:
             return
         for event in result.events:
+            if isinstance(event, TrackSummary) and self._refused(event):
+                continue
             try:
                 self._queue.put_nowait(event)
             except queue.Full:
                 self._dropped["queue_full"].inc()
         self._metrics.events_queue_depth.set(self._queue.qsize())
+
+    def _refused(self, summary: TrackSummary) -> bool:
+        """Whether ``summary``'s embedding cannot be stored (counted, and logged at most
+        every ``_ERROR_LOG_INTERVAL_S``)."""
+        why = embedding_problem(summary.embedding)
+        if why is None:
+            return False
+        self._dropped["rejected"].inc()
+        now = time.monotonic()
+        if now - self._last_reject_log >= _ERROR_LOG_INTERVAL_S:
+            self._last_reject_log = now
+            log.error("event store: track %s/%d not stored: %s", summary.camera,
+                      summary.track_id, why)  # fmt: skip
+        return True
 
     def close(self) -> None:
         """Commit what is queued (within ``close_timeout_s``), stop the writer, close the file.
@@ -200,7 +225,10 @@ class EventStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for event in batch:
-                insert(conn, event)
+                if isinstance(event, TrackSummary):
+                    insert_track(conn, event)
+                else:
+                    insert(conn, event)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -248,7 +276,9 @@ class EventStore:
             if n:
                 self._metrics.events_deleted.inc(n)
             if n < _DELETE_CHUNK:
-                return
+                break
+        while delete_old_tracks(conn, cutoff, _DELETE_CHUNK) == _DELETE_CHUNK:
+            pass
 
     def _mark_deleted_clips(self, conn: sqlite3.Connection) -> None:
         """Rows whose clip is no longer on disk get ``clip_deleted = 1``.
