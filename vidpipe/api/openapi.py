@@ -2,8 +2,9 @@
 
 OpenAPI 3.1 takes JSON Schema 2020-12 as its schema dialect, which is what pydantic's
 ``model_json_schema`` writes: the request bodies are the very models the YAML is validated
-with, so the document cannot drift from the loader; ``/events`` is described by the event
-store's models (``vidpipe.events.query``: its parameters and a page of rows). Nothing here is
+with, so the document cannot drift from the loader; ``/events`` and ``/search`` are
+described by the event store's models (``vidpipe.events.query``: their parameters, a page of
+rows, the tracks found). Nothing here is
 written by hand but the list of paths and their answers.
 """
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from vidpipe.config import CameraConfig, Config
-from vidpipe.events.query import EventPage, EventParams
+from vidpipe.events.query import EventPage, EventParams, SearchAnswer, SearchParams
 from vidpipe.redact import MASK
 
 _REF = "#/components/schemas/{model}"
@@ -127,6 +128,7 @@ def _schemas() -> dict[str, Any]:
             (Problem, "serialization"),
             (Config, "serialization"),
             (EventPage, "serialization"),
+            (SearchAnswer, "serialization"),
         ],
         ref_template=_REF,
     )
@@ -161,6 +163,59 @@ def _events_operation() -> dict[str, Any]:
         "parameters": _event_parameters(),
         "responses": responses,
     }
+
+
+_SEARCH_ERRORS = {
+    "400": "an unknown or missing parameter, a bad track id, limit or time; POST: not a JPEG",
+    "401": _ERRORS["401"],
+    "503": "the event store cannot be read, or the re-identification model failed",
+}
+_SEARCH_POST_ERRORS = {
+    "403": "the token may only read (a POST needs http.admin_token)",
+    "413": "the image is larger than 4 MiB",
+    "415": "the body is not sent as image/jpeg",
+    "501": "no re-identification model is configured",
+}
+
+
+def _search_parameters(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``/search``'s query parameters ``names``, each the schema of its ``SearchParams`` field;
+    ``camera`` and ``track`` are required where they are taken."""
+    out = []
+    for name, prop in SearchParams.model_json_schema()["properties"].items():
+        if name not in names:
+            continue
+        schema = {k: v for k, v in prop.items() if k not in ("title", "description")}
+        required = name in ("camera", "track")
+        where = {"name": name, "in": "query", "required": required, "schema": schema}
+        out.append({**where, "description": prop["description"]})
+    return out
+
+
+def _search_operations() -> dict[str, Any]:
+    """``GET /search`` (by a stored track) and ``POST /search`` (by a JPEG)."""
+    ops: dict[str, Any] = {}
+    for method, errors in (("get", _SEARCH_ERRORS), ("post", _SEARCH_ERRORS | _SEARCH_POST_ERRORS)):
+        responses: dict[str, Any] = {
+            "200": {
+                "description": "the nearest tracks, best first",
+                "content": _json("SearchAnswer"),
+            }
+        }
+        for code, what in sorted(errors.items()):
+            responses[code] = {"description": what, "content": _json("Problem")}
+        # no content: the route is absent while the store is off (the server's own 404)
+        responses["404"] = {"description": "no such track, or the event store is off"}
+        ops[method] = {"responses": responses}
+    ops["get"]["summary"] = "the stored tracks most like a stored track (docs/search.md)"
+    ops["get"]["parameters"] = _search_parameters(("camera", "track", "limit", "since"))
+    ops["post"]["summary"] = "the stored tracks most like a JPEG crop (docs/search.md)"
+    ops["post"]["parameters"] = _search_parameters(("limit", "since"))
+    ops["post"]["requestBody"] = {
+        "required": True,
+        "content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}},
+    }
+    return ops
 
 
 def openapi_document() -> dict[str, Any]:
@@ -210,6 +265,7 @@ def openapi_document() -> dict[str, Any]:
             "post": _op("start again", view, "401 403 404 409 412 422", **write)
         },
         "/events": {"get": _events_operation()},
+        "/search": _search_operations(),
     }
     paths["/cameras/{name}"]["put"]["responses"]["201"] = {
         "description": "created",
