@@ -1,0 +1,54 @@
+"""The re-identification model on the GPU (onnx2torch, batched) against OpenVINO on the CPU,
+crop by crop: crops cut on the device from an NV12 frame embed as the host's crops of the
+same picture embed in OpenVINO."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.gpu.test_crops_gpu import BOXES, _host_crops
+from vidpipe.preprocess.crops import crop_box, nv12_crops
+from vidpipe.preprocess.gpu import bgr_to_nv12
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300)]
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx2torch")
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["f32", "f16"])
+def test_batched_gpu_embeddings_match_openvino_gpu(
+    assets_dir: Path, torch_device: Any, half: bool
+) -> None:
+    import openvino as ov
+
+    from vidpipe.infer.torch_embedder import TorchEmbedder
+
+    if half and torch_device.type == "cpu":
+        pytest.skip("float16 convolutions are a GPU path")
+    path = assets_dir / "models" / "person-reidentification-retail-0288.onnx"
+    cap = cv2.VideoCapture(str(assets_dir / "videos" / "one-by-one-person-detection.mp4"))
+    cap.set(cv2.CAP_PROP_POS_FRAMES, 420)
+    ok, frame = cap.read()
+    assert ok
+    h, w = frame.shape[:2]
+    nv12 = bgr_to_nv12(frame)
+    boxes = [crop_box(b, w, h) for b in BOXES]
+    crops = nv12_crops(torch, torch.from_numpy(nv12).to(torch_device), boxes, 128, 256)
+    got = TorchEmbedder(path, torch_device, half=half).embed(crops)  # one batch of six
+    assert got.shape == (len(boxes), 256)
+    ov_model = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    host = _host_crops(cv2.cvtColor(nv12, cv2.COLOR_YUV2BGR_NV12), boxes)
+    for i, crop in enumerate(host):
+        ref = np.asarray(ov_model(crop[None].astype(np.float32))[0]).reshape(-1)
+        ref /= np.linalg.norm(ref)
+        cos = float(got[i] @ ref)
+        print(boxes[i], "cosine", cos)
+        assert cos > 0.99, (boxes[i], cos)
+    # different people and places are told apart: the check above can fail
+    assert float(got[0] @ got[5]) < 0.9
