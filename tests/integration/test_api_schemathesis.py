@@ -31,7 +31,7 @@ from vidpipe.metrics import Metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-EXAMPLES = 100  # per operation and mode: 9 operations x 2 modes, each PUT a reload
+EXAMPLES = 100  # per operation and mode: 11 operations x 2 modes, each PUT a reload
 
 
 def event_store(where: Path) -> Path:
@@ -164,8 +164,8 @@ def test_the_api_answers_as_its_openapi_document_says(
         headers={"Authorization": f"Bearer {READER}"},
     )
     operations = [result.ok() for result in schema.get_all_operations()]
-    # the cameras, config and events
-    assert len(operations) == 9, [op.label for op in operations]
+    # the cameras, config, events and search (GET and POST)
+    assert len(operations) == 11, [op.label for op in operations]
     found: list[str] = []
     answers: Counter[str] = Counter()
     for operation in operations:
