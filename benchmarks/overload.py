@@ -48,7 +48,7 @@ from vidpipe.quantiles import bucket_quantile, quantile_of
 from vidpipe.reload import active_cameras
 
 # The threads whose states are reported (by name, digits folded): the consumers of frames.
-_WATCHED = re.compile(r"vidpipe-(scheduler|postprocess|gpu-batcher|gpu#-slot#)")
+_WATCHED = re.compile(r"vidpipe-(scheduler|postprocess|gpu-batcher|gpu#-slot#)|capture-.*")
 _PACKAGE = f"{os.sep}vidpipe{os.sep}"
 
 
@@ -154,6 +154,8 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
     ) | {
         "decoder": decoder,
         "inference": args.inference,
+        "switch_interval_s": sys.getswitchinterval(),
+        "nvdec_group_size": args.nvdec_group_size,
         "startup_s": round(startup_s, 1),
         "overloaded": overloaded,
         "gpu_util": utilisation,
@@ -216,6 +218,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=6.0, help="seconds before the window")
     p.add_argument("--window", type=float, default=12.0, help="measurement window, seconds")
     p.add_argument("--sample-ms", type=float, default=10.0, help="stack sampling period")
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        help="sys.setswitchinterval for the run, seconds (default: Python's, 0.005)",
+    )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p
 
@@ -238,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     _defaults(args)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     for n in (int(c) for c in args.cameras.split(",") if c):
         point = measure(args, n)
         line = json.dumps(point)

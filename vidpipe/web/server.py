@@ -10,7 +10,8 @@ Two tokens: ``http.token`` reads, ``http.admin_token`` reads and writes. A write
 but GET, HEAD and OPTIONS) needs the admin token in the Authorization header: never the
 cookie, so that a page on another site cannot make a logged-in browser change cameras. With
 no token at all, writes are allowed on a loopback bind only (the default development setup);
-otherwise, without an admin token, they are refused with a message saying to set one.
+otherwise, without an admin token, they are refused with a message saying to set one. A POST
+that only reads (a route in ``QUERY_POSTS``: search by picture) is a read.
 
 Features add their routes through ``RouteInstaller`` callables, so this module knows nothing
 about them.
@@ -51,6 +52,9 @@ TOKEN_COOKIE = "vidpipe_token"
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+QUERY_POSTS: web.AppKey[set[str]] = web.AppKey("query_posts", set)
+"""Paths whose POST only reads (a query with a body, such as a search by picture): a route
+installer adds its path here, and the read token suffices for it."""
 
 
 def _matches(given: str | None, secret: str | None) -> bool:
@@ -81,7 +85,8 @@ def _auth_middleware(token: str | None, admin_token: str | None, loopback: bool)
         reader = admin or _matches(bearer, token)
         if not reader and token is not None:  # the cookie a browser got from /login
             reader = _matches(request.cookies.get(TOKEN_COOKIE), token)
-        if request.method in SAFE_METHODS:
+        query = request.method == "POST" and request.path in request.app[QUERY_POSTS]
+        if request.method in SAFE_METHODS or query:
             if reader or (token is None and admin_token is None):
                 return await handler(request)
             if request.path == "/":
@@ -113,6 +118,7 @@ def build_app(
 
     ``loopback``: the server binds to a loopback address only (writes without any token)."""
     app = web.Application(middlewares=[_auth_middleware(token, admin_token, loopback)])
+    app[QUERY_POSTS] = set()
 
     async def metrics_handler(_request: web.Request) -> web.Response:
         body = generate_latest(metrics.registry)
