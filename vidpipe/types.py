@@ -9,7 +9,7 @@ named ``vidpipe.labels.Labels``'.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -432,6 +432,8 @@ class TrackSummary:
         embedding: ``(D,)`` float32, the L2-normalised mean of the crops' normalised
             embeddings.
         model: the embedder's name in ``models:``.
+        record_embedding: its JSON record carries ``embedding`` (the secondary stage's
+            ``include_embeddings``); the event store keeps the vector either way.
     """
 
     camera: str
@@ -447,6 +449,7 @@ class TrackSummary:
     embedding: npt.NDArray[np.float32] = field(repr=False)
     model: str
     kind: str = "track"
+    record_embedding: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,6 +487,10 @@ class FrameResult:
             the camera's clips written since its previous result.
         still_frames: see ``Frame.still_frames``.
         model: the detector that produced ``detections`` (None where no model was opened).
+        ended_tracks: ids of this camera's confirmed tracks that ended in this frame (lost
+            for too long, or dropped by a reconnect): state kept per track can go.
+        global_ids: tracker id -> identity across cameras, for this frame's tracks that have
+            one (``vidpipe.secondary``; empty without re-identification).
     """
 
     camera: str
@@ -500,6 +507,8 @@ class FrameResult:
     events: tuple[Event, ...] = ()
     still_frames: int = 0
     model: ModelTag | None = None
+    ended_tracks: frozenset[int] = frozenset()
+    global_ids: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", Labels.of(self.labels))

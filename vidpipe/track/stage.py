@@ -148,6 +148,7 @@ class CameraScene:
             result,
             detections=result.detections.with_tracker_ids(update.tracker_id),
             events=tuple(events),
+            ended_tracks=update.ended,
         )
 
     def draw(self, image: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
