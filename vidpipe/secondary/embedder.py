@@ -36,8 +36,8 @@ import numpy as np
 import numpy.typing as npt
 import openvino as ov
 
-from vidpipe.config.registry import EMBEDDER_TYPES
 from vidpipe.config.models import NamedModelConfig
+from vidpipe.config.registry import EMBEDDER_TYPES
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.openvino import _read_model as read_model  # one reader, one set of messages
 
@@ -69,7 +69,8 @@ def normalised(vector: npt.ArrayLike) -> Vector:
 
 def _check_fits(model: ov.Model, path: Path) -> None:
     """BackendError naming ``path`` unless ``model`` is shaped like a reid model."""
-    expected = f"one (1, {REID_INPUT[1]}, {REID_INPUT[0]}, 3) NHWC crop in, a {REID_DIM}-d vector out"
+    width, height = REID_INPUT
+    expected = f"one (1, {height}, {width}, 3) NHWC crop in, a {REID_DIM}-d vector out"
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         raise BackendError(
             f"model {path} does not fit model type 'reid': {len(model.inputs)} input(s) and "
@@ -86,8 +87,7 @@ def _check_fits(model: ov.Model, path: Path) -> None:
     size = int(np.prod([d.get_length() for d in out][1:])) if out.is_static else -1
     if size != REID_DIM:
         raise BackendError(
-            f"model {path} does not fit model type 'reid': output shape {out}; expected "
-            f"{expected}"
+            f"model {path} does not fit model type 'reid': output shape {out}; expected {expected}"
         )
 
 

@@ -196,7 +196,7 @@ class Gallery:
             return False  # along a link the person has left the first camera
         gap = track.first_seen - cand.ended_at
         return any(
-            link.from_ == cand.camera and link.to == track.camera and link.min_s <= gap <= link.max_s
+            (link.from_, link.to) == (cand.camera, track.camera) and link.min_s <= gap <= link.max_s
             for link in self.links
         )
 

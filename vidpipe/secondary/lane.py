@@ -32,6 +32,10 @@ _STALE_AFTER_S = 5.0
 _ERROR_LOG_INTERVAL_S = 10.0
 
 
+class Abandoned(Exception):
+    """A crop's answer when the lane closed before its model could embed it."""
+
+
 class Embedder(Protocol):
     """What a lane needs of an embedder model (``ReidEmbedder``)."""
 
@@ -56,12 +60,14 @@ class Crop:
     """A crop of one track, waiting for its model.
 
     Attributes:
+        model: the embedder model it waits for.
         camera, track_id: whose crop it is.
         pixels: ``(h, w, 3)`` uint8 BGR, a copy (the frame is not kept alive).
         wall_time: the frame's result ``wall_time``.
         t_queued: ``time.monotonic()`` when it was queued (the latency metric starts there).
     """
 
+    model: str
     camera: str
     track_id: int
     pixels: npt.NDArray[np.uint8]
@@ -117,7 +123,7 @@ class Lane:
                     return
                 continue
             if self._abandon.is_set():
-                self._on_done(crop, BackendError("shutdown"))
+                self._on_done(crop, Abandoned(crop.model))
                 continue
             try:
                 self.embedder.submit(crop.pixels, crop, self._answer)
@@ -144,7 +150,7 @@ class Lane:
 
     def close(self, timeout_s: float) -> bool:
         """Take no more crops, embed those queued and in flight within ``timeout_s``, then
-        answer what is left with a ``shutdown`` error, wait for the model's requests and close
+        answer what is left with ``Abandoned``, wait for the model's requests and close
         it. True if nothing had to be abandoned."""
         deadline = time.monotonic() + timeout_s
         self._closing.set()
