@@ -3,7 +3,8 @@
 A zone or line event is stored when it happens; the clip it triggered is written seconds
 later. When the clip's row arrives, the events of its tracks within its time span get the
 clip's id and URL, and each track's own best-shot crop when one was written, so that every
-event row can lead to its clip.
+event row can lead to its clip. A re-identification (``reid``) is a row of the newer track,
+without a label (a match has no class of its own); its record names both tracks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from vidpipe.sinks.record import event_record
-from vidpipe.types import ClipEvent, TrackEvent
+from vidpipe.types import ClipEvent, ReidEvent, TrackEvent
 
 _INSERT = (
     "INSERT INTO events (ts, camera, kind, label, tracker_id, zone, line, clip_id, clip_url, "
@@ -24,9 +25,28 @@ _INSERT = (
 _LINK_SLACK_S = 2.0
 
 
-def insert(conn: sqlite3.Connection, event: TrackEvent | ClipEvent) -> None:
+def insert(conn: sqlite3.Connection, event: TrackEvent | ClipEvent | ReidEvent) -> None:
     """Insert one event's row (inside the caller's transaction); a clip also links its events."""
     record = json.dumps(event_record(event), separators=(",", ":"))
+    if isinstance(event, ReidEvent):
+        conn.execute(
+            _INSERT,
+            (
+                event.wall_time,
+                event.camera,
+                "reid",
+                "",
+                event.track_id,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                record,
+            ),
+        )
+        return
     if isinstance(event, ClipEvent):
         tid = event.tracker_ids[0] if event.tracker_ids else None
         conn.execute(

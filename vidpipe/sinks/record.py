@@ -1,4 +1,5 @@
-"""The JSON record of a frame, of a zone or line event and of a clip: one format for every sink.
+"""The JSON record of a frame, of a zone or line event, of a clip, of a re-identification and
+of a track's summary: one format for every sink.
 
 The JSON lines file, MQTT and the webhook all write these dicts, byte for byte the same
 (``encode``), and so does ``vidpipe detect`` (frame records); a clip's sidecar file is its clip
@@ -9,11 +10,14 @@ away; new fields may be added within a version.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 from typing import Any
 
-from vidpipe.types import ClipEvent, FrameResult, ModelTag, TrackEvent
+import numpy as np
+
+from vidpipe.types import ClipEvent, Event, FrameResult, ModelTag, ReidEvent, TrackSummary
 
 #: The ``"v"`` of every record.
 SCHEMA_VERSION = 1
@@ -34,10 +38,12 @@ def detection_dicts(result: FrameResult) -> list[dict[str, Any]]:
     """The detections of ``result``: ``class_id``, ``label``, ``score``, ``box`` each.
 
     With tracking on, each also has ``tracker_id``: the track's id, or None for a detection
-    that is not (yet) part of a confirmed track.
+    that is not (yet) part of a confirmed track; and ``global_id`` where re-identification
+    gave its track one.
     """
     det = result.detections
     tids = det.tracker_id.tolist() if det.tracker_id is not None else None
+    gids = result.global_ids
     out = []
     for i, (box, score, cid) in enumerate(
         zip(det.xyxy.tolist(), det.score.tolist(), det.class_id.tolist(), strict=True)
@@ -50,6 +56,8 @@ def detection_dicts(result: FrameResult) -> list[dict[str, Any]]:
         }
         if tids is not None:
             item["tracker_id"] = tids[i] if tids[i] >= 0 else None
+            if tids[i] in gids:
+                item["global_id"] = gids[tids[i]]
         out.append(item)
     return out
 
@@ -77,8 +85,9 @@ def frame_record(result: FrameResult) -> dict[str, Any]:
     }
 
 
-def event_record(event: TrackEvent | ClipEvent) -> dict[str, Any]:
-    """The record of one zone or line event (or of a clip: ``clip_record``).
+def event_record(event: Event) -> dict[str, Any]:
+    """The record of one zone or line event (or of a clip: ``clip_record``; a
+    re-identification: ``reid_record``; a track's summary: ``track_record``).
 
     Fields: ``v``, ``event`` (``enter``, ``leave``, ``cross``), ``camera``, ``frame``, ``ts``,
     ``zone`` or ``line``, ``tracker_id``, ``class_id``, ``label``, ``point``; ``direction``
@@ -87,6 +96,10 @@ def event_record(event: TrackEvent | ClipEvent) -> dict[str, Any]:
     """
     if isinstance(event, ClipEvent):
         return clip_record(event)
+    if isinstance(event, ReidEvent):
+        return reid_record(event)
+    if isinstance(event, TrackSummary):
+        return track_record(event)
     out: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "event": event.kind,
@@ -133,6 +146,60 @@ def clip_record(clip: ClipEvent) -> dict[str, Any]:
         "size": clip.size,
         "crop_url": clip.crop_url,
     }
+
+
+def reid_record(event: ReidEvent) -> dict[str, Any]:
+    """The record of a track matched to a track of another camera.
+
+    Fields: ``v``, ``event`` (``reid``), ``camera``, ``frame``, ``ts``, ``tracker_id`` (the
+    newer track), ``global_id`` (what both carry from now on), ``matched_camera``,
+    ``matched_tracker_id`` (the earlier track) and ``similarity`` (cosine, 4 decimals).
+    """
+    return {
+        "v": SCHEMA_VERSION,
+        "event": "reid",
+        "camera": event.camera,
+        "frame": event.seq,
+        "ts": iso_utc(event.wall_time),
+        "tracker_id": event.track_id,
+        "global_id": event.global_id,
+        "matched_camera": event.matched_camera,
+        "matched_tracker_id": event.matched_track_id,
+        "similarity": round(float(event.similarity), 4),
+    }
+
+
+def embedding_text(embedding: np.ndarray) -> str:
+    """A vector as base64 of its little-endian float16 values (512 bytes for 256-d)."""
+    return base64.b64encode(np.asarray(embedding, "<f2").tobytes()).decode("ascii")
+
+
+def track_record(summary: TrackSummary) -> dict[str, Any]:
+    """The record of a track that ended, as its secondary model saw it.
+
+    Fields: ``v``, ``event`` (``track``), ``camera``, ``frame`` (where it ended), ``ts``,
+    ``tracker_id``, ``global_id``, ``class_id``, ``label``, ``first_seen`` and ``last_seen``
+    (``iso_utc`` of its first and last embedded crop), ``crops``, ``model`` (the embedder's
+    name); ``embedding`` (``embedding_text``) where the stage's ``include_embeddings`` is on.
+    """
+    out: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "event": "track",
+        "camera": summary.camera,
+        "frame": summary.seq,
+        "ts": iso_utc(summary.wall_time),
+        "tracker_id": summary.track_id,
+        "global_id": summary.global_id,
+        "class_id": summary.class_id,
+        "label": summary.label,
+        "first_seen": iso_utc(summary.first_seen),
+        "last_seen": iso_utc(summary.last_seen),
+        "crops": summary.crops,
+        "model": summary.model,
+    }
+    if summary.record_embedding:
+        out["embedding"] = embedding_text(summary.embedding)
+    return out
 
 
 def encode(record: dict[str, Any]) -> bytes:
