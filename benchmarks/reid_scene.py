@@ -96,11 +96,31 @@ def nearest_people(people_a: People, people_b: People) -> dict[str, Any]:
     }
 
 
-def sweep(people_a: People, people_b: People) -> list[dict[str, Any]]:
+def gallery_ids(tracks: Sequence[SceneTrack], threshold: float) -> dict[str, int]:
+    """Global ids from the secondary stage's own ``Gallery`` (mutual best match, live tracks
+    as candidates), each track placed at its third crop (the mean so far) and at its end."""
+    from vidpipe.secondary.gallery import Gallery
+
+    gallery = Gallery(threshold, window_s=600.0)
+    events: list[tuple[float, int, SceneTrack]] = []
+    for t in tracks:
+        if len(t.crop_s) >= 3:
+            events.append((t.crop_s[2], 0, t))
+        events.append((t.t_last_s, 1, t))
+    for now, ends, t in sorted(events, key=lambda e: (e[0], e[1])):
+        emb = t.embeddings if ends else t.embeddings[:3]
+        mean = emb.mean(axis=0)
+        gallery.place(t.camera, t.track_id, mean / np.linalg.norm(mean), t.t_first_s, now)
+        if ends:
+            gallery.end(t.camera, t.track_id, now)
+    return {t.name: int(gallery.global_id(t.camera, t.track_id) or 0) for t in tracks}
+
+
+def sweep(people_a: People, people_b: People, assign: Any = assign_global_ids) -> list[dict]:
     tracks = [t for p in (*people_a, *people_b) for t in p]
     rows = []
     for th in THRESHOLDS:
-        score = score_scene(people_a, people_b, assign_global_ids(tracks, float(th)))
+        score = score_scene(people_a, people_b, assign(tracks, float(th)))
         rows.append({"threshold": float(th), "right": score.n_right, "merged": score.merged})
     return rows
 
@@ -135,6 +155,7 @@ def measure(
     same, diff = cross_similarities(people_a, people_b)
     rows = sweep(people_a, people_b)
     ranges = ranges_of([passes(row) for row in rows])
+    rows_gallery = sweep(people_a, people_b, gallery_ids)
     near = nearest_people(people_a, people_b)
     matrix = [[round(float(b.mean @ a.mean), 4) for a in tracks_a] for b in tracks_b]
     result = {
@@ -163,6 +184,8 @@ def measure(
         "nearest": near,
         "sweep": rows,
         "passing": ranges,
+        "sweep_gallery": rows_gallery,
+        "passing_gallery": ranges_of([passes(row) for row in rows_gallery]),
     }
     return result, report_lines(result, tracks_a, tracks_b)
 
@@ -208,7 +231,9 @@ def report_lines(
                          f"{list(row['merged']) or 'none'}")  # fmt: skip
             last = key
     ranges = ", ".join(f"{a:.3f}-{b:.3f}" for a, b in r["passing"]) or "none"
-    lines += [f"passing (>= 5/6, no merge): {ranges}", ""]
+    lines += [f"passing (>= 5/6, no merge): {ranges}"]
+    ranges = ", ".join(f"{a:.3f}-{b:.3f}" for a, b in r["passing_gallery"]) or "none"
+    lines += [f"passing through vidpipe.secondary.gallery.Gallery: {ranges}", ""]
     return lines
 
 
@@ -230,16 +255,19 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(result)
                 lines += text
                 print("\n".join(text), flush=True)
-    common = ranges_of(
-        [all(passes(run["sweep"][i]) for run in runs) for i in range(len(THRESHOLDS))]
-    )
-    summary = "thresholds passing every run: " + (
-        ", ".join(f"{a:.3f}-{b:.3f}" for a, b in common) or "none"
+    every_run = {}
+    for key in ("sweep", "sweep_gallery"):
+        ok = [all(passes(run[key][i]) for run in runs) for i in range(len(THRESHOLDS))]
+        every_run[key] = ranges_of(ok)
+    summary = "\n".join(
+        f"thresholds passing every run ({key}): "
+        + (", ".join(f"{a:.3f}-{b:.3f}" for a, b in ranges) or "none")
+        for key, ranges in every_run.items()
     )
     print(summary)
     if args.out:
         doc = {"machine": platform.processor() or platform.machine(), "camera_b_filter":
-               camera_b_filter(w, h), "runs": runs, "passing_every_run": common}  # fmt: skip
+               camera_b_filter(w, h), "runs": runs, "passing_every_run": every_run}  # fmt: skip
         args.out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
         head = [f"# reid scene: {CLIP} as A, B = ffmpeg -vf {camera_b_filter(w, h)}", ""]
         args.out.with_suffix(".txt").write_text("\n".join([*head, *lines, summary, ""]))

@@ -123,6 +123,7 @@ class SceneTrack:
         t_first_s: video time of its first observation (B's clock includes the delay).
         t_last_s: video time of its last observation: when it ends, near enough.
         crops: BGR crops, one a second at most, at most 8.
+        crop_s: video time of each crop.
         embeddings: ``(K, 256)`` normalised embeddings of ``crops`` (after :func:`embed_tracks`).
     """
 
@@ -131,6 +132,7 @@ class SceneTrack:
     t_first_s: float
     t_last_s: float
     crops: list[np.ndarray] = field(default_factory=list)
+    crop_s: list[float] = field(default_factory=list)
     embeddings: Vector = field(default_factory=lambda: np.zeros((0, 256), np.float32))
     _last_crop_s: float | None = None
 
@@ -157,6 +159,7 @@ class SceneTrack:
         if x2 - x1 < MIN_BOX[0] or y2 - y1 < MIN_BOX[1]:
             return
         self.crops.append(frame[y1:y2, x1:x2].copy())
+        self.crop_s.append(t_s)
         self._last_crop_s = t_s
 
 
