@@ -35,14 +35,15 @@ from tests.reid_scene import (
     reid_embedder,
     score_scene,
 )
+from vidpipe.config.models import ReidConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-#: The recommended ``reid.threshold`` default. Measured band where the scene passes, every
-#: run at f32 and bf16, detector at 5 and 10 fps: 0.895-0.935. Below 0.890 person 2 on B
-#: (a man in black) merges with person 4 on A (another) when A's track of person 4 ends;
-#: above 0.924 person 1 starts to go unmatched (benchmarks/results/reid-scene-2cpu.txt).
-THRESHOLD = 0.91
+#: The ``reid.threshold`` default. Measured band where the scene passes, every run at f32 and
+#: bf16, detector at 5 and 10 fps: 0.895-0.935. Below 0.890 person 2 on B (a man in black)
+#: merges with person 4 on A (another) when A's track of person 4 ends; above 0.924 person 1
+#: starts to go unmatched (benchmarks/results/reid-scene-2cpu.txt).
+THRESHOLD = ReidConfig().threshold
 EVERY = 2  # detect on every other frame: 5 fps of the 10 fps clip
 
 People = list[list[SceneTrack]]
