@@ -5,8 +5,9 @@
 module that knows the order of the stages::
 
     capture workers -> FrameHub -> Scheduler (preprocess, infer, postprocess)   one per detector
-                    -> TrackingStage -> ClipRecorder -> SinkPool (JSONL, snapshots, MQTT, ...)
+                    -> TrackingStage -> SecondaryStage -> ClipRecorder -> SinkPool (JSONL, ...)
     capture workers -(packet tap)-> the ClipRecorder's per-camera ring (cameras with clips)
+    SecondaryStage -(crops of tracked objects)-> its embedders' lanes (re-identification)
 
 Each detector has its hub (its cameras' mailboxes) and its scheduler; their results join one
 chain of result stages (``vidpipe.stages``), chained once at start.
@@ -38,6 +39,7 @@ from vidpipe.postprocess.draw import draw_detections
 from vidpipe.reload import ConfigDiff, active_cameras, paused_cameras
 from vidpipe.schedule.hub import FrameHub, Mailbox
 from vidpipe.schedule.scheduler import Scheduler
+from vidpipe.secondary import SecondaryStage, build_secondary
 from vidpipe.shard import Shard
 from vidpipe.sinks import CameraStateListener, Sink, SinkPool, build_sinks
 from vidpipe.sinks.live import LiveView
@@ -47,6 +49,7 @@ from vidpipe.types import CameraState
 from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
+from vidpipe.web.search import SearchRoutes
 from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
 from vidpipe.wiring import CameraInputs, capture_worker
 
@@ -97,6 +100,7 @@ class Pipeline:
         self.camera_detector: dict[str, str] = {}
         self.sinks: SinkPool | None = None
         self.tracking: TrackingStage | None = None
+        self.secondary: SecondaryStage | None = None
         # the ring keeps what a trigger handled this late still needs for its pre-roll
         self.clips = ClipRecorder(metrics, max_latency_s=cfg.scheduler.max_frame_age_ms / 1000.0)
         self._clip_classes: dict[str, frozenset[int]] = {}
@@ -124,6 +128,8 @@ class Pipeline:
     def start(self, plan: InferencePlan) -> None:
         """Start the HTTP server, the sinks, tracking, the scheduler and the cameras."""
         cfg = self.cfg
+        # started first: search by picture (the event store's route) uses its embedder
+        self.secondary = build_secondary(self._owned(cfg, plan), plan.labels_of, self.metrics)
         extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
         extra += self._event_store() if cfg.events_enabled() else []
         if cfg.http.enabled:
@@ -137,8 +143,10 @@ class Pipeline:
         self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
         self.tracking = TrackingStage(plan.scenes, self.metrics)
-        # every result's way after inference, in order; clips may add clip events
-        self._results = chain([self.tracking, self.clips.observe, self.sinks.submit])
+        # every result's way after inference, in order; the secondary stage may add reid and
+        # track events, clips clip events
+        secondary = [] if self.secondary is None else [self.secondary]
+        self._results = chain([self.tracking, *secondary, self.clips.observe, self.sinks.submit])
         self.camera_detector = dict(plan.camera_detector)
         for detector in plan.detectors.values():
             self._start_scheduler(detector)
@@ -161,7 +169,22 @@ class Pipeline:
         log.info("event store: %s", store.path)
         if self.cfg.http.enabled:
             self.web_installers.append(EventRoutes(store.path).install)
+            self.web_installers.append(self._search_routes(store.path).install)
         return [store]
+
+    def _search_routes(self, path: Path) -> SearchRoutes:
+        """Search by example over the store's track embeddings; by picture with the first
+        secondary model, where one runs."""
+        if self.secondary is None:
+            return SearchRoutes(path)
+        model = next(iter(self.secondary.embedders))
+        return SearchRoutes(path, self.secondary.embed(model).embed, model=model)
+
+    @staticmethod
+    def _owned(cfg: Config, plan: InferencePlan) -> Config:
+        """``cfg`` with only the cameras this process runs or holds paused."""
+        mine = [c for c in cfg.cameras if c.name in plan.camera_detector]
+        return cfg.model_copy(update={"cameras": mine})
 
     def _live_view(self) -> list[Sink]:
         """The live view: a sink of annotated frames and its HTTP routes."""
@@ -218,8 +241,9 @@ class Pipeline:
             detector,
             self.metrics,
             self._results,
-            # crops need the frames of cameras that record clips
+            # crops need the frames of cameras that record clips, and the secondary stage's
             keep_images=self.sinks.wants_images
+            or self.secondary is not None
             or any(c.clips.enabled and c.clips.crop.enabled for c in self.cfg.cameras),
             on_fatal=self._on_fatal,
         )
@@ -395,6 +419,10 @@ class Pipeline:
             # frames still waiting in mailboxes never entered inference: count, don't hide
             for frame in self.hubs[name].clear_all():
                 self.metrics.camera(frame.camera).drop("shutdown")
+        # crops queued and in flight: embedded, or counted as given up
+        secondary = self.secondary
+        if secondary is not None and not secondary.close(max(0.1, deadline - time.monotonic())):
+            log.warning("the secondary stage gave up crops at shutdown (counted)")
         # open clips are written with what their rings hold (a clean close, still playable)
         self.clips.close(max(0.1, deadline - time.monotonic()))
         if self.sinks is not None:

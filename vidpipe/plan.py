@@ -33,6 +33,7 @@ from vidpipe.model import (
 from vidpipe.postprocess.decode import DecodeParams
 from vidpipe.reload import owned_cameras, running_inference
 from vidpipe.schedule.scheduler import CameraRules, Scheduler
+from vidpipe.secondary import crop_rules, open_embedders
 from vidpipe.shard import Shard
 from vidpipe.track.stage import CameraScene, build_scenes
 from vidpipe.types import FrameResult, ModelTag
@@ -140,6 +141,7 @@ def plan_inference(
         ids = {n: r.class_ids for d in plan.detectors.values() for n, r in d.rules.items()}
         plan.scenes = build_scenes(resolvable, labels_of, ids, metrics)
         plan.clip_classes = clip_trigger_classes(resolvable, labels_of)
+        crop_rules(resolvable, labels_of)  # secondary stages' classes: refused before a start
     except BaseException:
         plan.close(loaded)
         raise
@@ -213,6 +215,11 @@ def check(cfg: Config) -> list[str]:
     except ConfigError as exc:
         return [*problems, *exc.problems]
     plan.close()
+    try:  # every embedder in models:, used or not, against its type
+        for embedder in open_embedders(cfg, list(cfg.models)).values():
+            embedder.close()
+    except BackendError as exc:
+        problems.append(str(exc))
     return problems
 
 

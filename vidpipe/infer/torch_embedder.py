@@ -22,9 +22,10 @@ import numpy.typing as npt
 
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
+from vidpipe.preprocess.crops import CROP_SIZE
 
 #: the crop size the re-identification type takes: width, height (NHWC, BGR, 0-255)
-REID_INPUT = (128, 256)
+REID_INPUT = CROP_SIZE
 
 
 def batchable(model: Any) -> Any:

@@ -16,6 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from vidpipe.preprocess.yuv import BGR_FROM_UV, Y_GAIN
+from vidpipe.types import DeviceImage
+
+#: width, height of a crop for the re-identification type (its model's input)
+CROP_SIZE = (128, 256)
 
 
 def crop_box(box: Sequence[float], width: int, height: int) -> tuple[int, int, int, int] | None:
@@ -73,3 +77,16 @@ def nv12_crops(torch: Any, nv12: Any, boxes: Sequence[tuple[int, int, int, int]]
     across = torch.lerp(bgr[:, :, :, 0], bgr[:, :, :, 1], wx[:, None, None, :, None])
     out = torch.lerp(across[:, 0], across[:, 1], wy[:, :, None, None])
     return out.round_().clamp_(0.0, 255.0).to(torch.uint8)
+
+
+def device_crop(image: DeviceImage, box: tuple[int, int, int, int]) -> Any:
+    """One ``(256, 128, 3)`` uint8 crop of an NVDEC picture at the re-identification input's
+    size, on the picture's device (``crop_box``'s integer ``box``)."""
+    import torch
+
+    if not image.nv12.is_cuda:  # a picture in host memory (tests on the CPU build)
+        return nv12_crops(torch, image.nv12, [box], CROP_SIZE[0], CROP_SIZE[1])[0]
+    with torch.cuda.device(image.nv12.device):
+        if image.ready is not None:  # written on another stream: wait for it on ours
+            torch.cuda.current_stream().wait_event(image.ready)
+        return nv12_crops(torch, image.nv12, [box], CROP_SIZE[0], CROP_SIZE[1])[0]

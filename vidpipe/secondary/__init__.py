@@ -7,7 +7,7 @@ crop queue and feeder thread), ``gallery`` (matching tracks across cameras), ``s
 ``build``, ``metrics``.
 """
 
-from vidpipe.secondary.build import build_secondary, crop_rules
+from vidpipe.secondary.build import build_secondary, crop_rules, open_embedders
 from vidpipe.secondary.embedder import ReidEmbedder, open_reid
 from vidpipe.secondary.gallery import Gallery, Match
 from vidpipe.secondary.stage import CropRule, SecondaryStage
@@ -20,5 +20,6 @@ __all__ = [
     "SecondaryStage",
     "build_secondary",
     "crop_rules",
+    "open_embedders",
     "open_reid",
 ]

@@ -4,8 +4,9 @@ opened (the assembly calls it and puts the stage after tracking)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from vidpipe.config import Config, ConfigError
+from vidpipe.config import Config, ConfigError, GpuConfig
 from vidpipe.config.registry import EMBEDDER_TYPES
 from vidpipe.infer.base import BackendError
 from vidpipe.labels import Labels
@@ -62,9 +63,21 @@ def crop_rules(cfg: Config, labels_of: Callable[[str], Labels]) -> dict[str, lis
 
 
 def embedder_precision(cfg: Config) -> str:
-    """The precision the embedders run at: the OpenVINO detector's, where it names one."""
+    """The precision the embedders run at: the detector's, where it names one."""
     precision = getattr(cfg.inference, "precision", "auto")
-    return precision if cfg.inference.type == "openvino" else "auto"
+    if cfg.inference.type == "openvino" or (precision == "f16" and embedder_gpu(cfg)):
+        return str(precision)
+    return "auto"
+
+
+def embedder_gpu(cfg: Config) -> Any | None:
+    """The CUDA device the embedders run on: the first of a GPU backend's ``devices`` (None:
+    the CPU, with OpenVINO)."""
+    if not isinstance(cfg.inference, GpuConfig):
+        return None
+    import torch
+
+    return torch.device("cuda", cfg.inference.devices[0])
 
 
 def build_secondary(
@@ -90,17 +103,32 @@ def build_secondary(
     for entry in [*cfg.secondary, *(e for c in cfg.cameras for e in c.secondary or ())]:
         # one queue per model: the largest any entry of it asks for
         queue_sizes[entry.model] = max(queue_sizes.get(entry.model, 0), entry.queue_size)
+    embedders = open_embedders(cfg, names)
+    return SecondaryStage(rules, embedders, cfg.reid, secondary_metrics(metrics), queue_sizes)
+
+
+def open_embedders(cfg: Config, names: list[str]) -> dict[str, Embedder]:
+    """The embedders ``names`` (of ``models:``; detectors among them are skipped), opened.
+
+    Raises:
+        BackendError: a model cannot be opened or is not shaped like its type (the message
+            starts with ``models.<name>``); those opened before it are closed.
+    """
     embedders: dict[str, Embedder] = {}
     try:
         for name in names:
             model = cfg.models[name]
+            if model.is_detector:
+                continue
             try:
                 open_embedder = EMBEDDER_TYPES.factory(model.type)
-                embedders[name] = open_embedder(name, model, embedder_precision(cfg))
+                embedders[name] = open_embedder(
+                    name, model, embedder_precision(cfg), embedder_gpu(cfg)
+                )
             except BackendError as exc:
                 raise BackendError(f"models.{name}: {exc}") from None
     except BaseException:
         for opened in embedders.values():
             opened.close()
         raise
-    return SecondaryStage(rules, embedders, cfg.reid, secondary_metrics(metrics), queue_sizes)
+    return embedders

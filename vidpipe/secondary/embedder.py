@@ -208,6 +208,14 @@ class ReidEmbedder:
 
 
 @EMBEDDER_TYPES.register("reid")
-def open_reid(name: str, model: NamedModelConfig, precision: str = "auto") -> ReidEmbedder:
-    """The factory of embedder type ``reid`` (``EMBEDDER_TYPES.factory("reid")``)."""
+def open_reid(
+    name: str, model: NamedModelConfig, precision: str = "auto", gpu: Any | None = None
+) -> Any:
+    """The factory of embedder type ``reid`` (``EMBEDDER_TYPES.factory("reid")``): on the CPU
+    with OpenVINO, or on the GPU the detector runs on (``gpu``: a ``torch.device``; float16
+    where ``precision`` is ``f16``)."""
+    if gpu is not None:
+        from vidpipe.secondary.gpu import TorchReidEmbedder
+
+        return TorchReidEmbedder(name, model, gpu, half=precision == "f16")
     return ReidEmbedder(name, model.path, precision)

@@ -31,17 +31,18 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config.models import ReidConfig, SecondaryConfig
-from vidpipe.preprocess.crops import crop_box
+from vidpipe.preprocess.crops import crop_box, device_crop
 from vidpipe.secondary.embedder import Vector, normalised
 from vidpipe.secondary.gallery import Gallery
 from vidpipe.secondary.lane import Abandoned, Crop, Embedder, Lane
 from vidpipe.secondary.metrics import SecondaryMetrics
-from vidpipe.types import Event, FrameResult, ReidEvent, TrackSummary, host_image
+from vidpipe.types import DeviceImage, Event, FrameResult, ReidEvent, TrackSummary, host_image
 
 log = logging.getLogger(__name__)
 
@@ -217,13 +218,16 @@ class SecondaryStage:
         if result.image is None:
             self._metrics.dropped.labels(model=rule.model, reason="no_image").inc()
             return image
-        if image is None:
-            image = host_image(result.image)
         box = crop_box(xyxy.tolist(), result.width, result.height)
         if box is None:
             return image
-        x1, y1, x2, y2 = box
-        pixels = image[y1:y2, x1:x2].copy()
+        if isinstance(result.image, DeviceImage):  # cut on the GPU: no frame to the host
+            pixels: Any = device_crop(result.image, box)
+        else:
+            if image is None:
+                image = host_image(result.image)
+            x1, y1, x2, y2 = box
+            pixels = image[y1:y2, x1:x2].copy()
         crop = Crop(rule.model, result.camera, tid, pixels, result.wall_time, 0.0)
         with self._lock:
             track.pending += 1  # before the offer: the answer may come back at once
