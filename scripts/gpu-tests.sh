@@ -61,7 +61,8 @@ needed = [
     "torch", "cuda.bindings", "onnx", "onnx2torch", "pydantic", "paho.mqtt.client",
     "norfair", "PyNvVideoCodec", "av", "vidpipe.cli", "vidpipe.infer.torch_executor",
     "vidpipe.capture.nvdec", "vidpipe.capture.nvdec_source", "vidpipe.preprocess.gpu",
-    "vidpipe.postprocess.gpu",
+    "vidpipe.postprocess.gpu", "vidpipe.daemon", "vidpipe.secondary.gpu",
+    "vidpipe.infer.torch_embedder", "vidpipe.preprocess.crops",
 ]
 failed = []
 for name in needed:

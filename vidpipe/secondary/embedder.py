@@ -29,17 +29,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 import numpy.typing as npt
-import openvino as ov
 
 from vidpipe.config.models import NamedModelConfig
 from vidpipe.config.registry import EMBEDDER_TYPES
 from vidpipe.infer.base import BackendError
-from vidpipe.infer.openvino import _read_model as read_model  # one reader, one set of messages
+
+if TYPE_CHECKING:  # OpenVINO is imported when a CPU embedder opens (a GPU image has none)
+    import openvino as ov
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,10 @@ class ReidEmbedder:
     def __init__(self, name: str, path: Path, precision: str = "auto", threads: int = 1) -> None:
         self.name = name
         self.path = path
+        import openvino as ov
+
+        from vidpipe.infer.openvino import _read_model as read_model  # one reader, one message
+
         core = ov.Core()
         model = read_model(core, path)
         _check_fits(model, path)
