@@ -1,6 +1,7 @@
 """The secondary reid stage in a GPU daemon: an NVDEC camera's crops are cut on the device and
 embedded there (onnx2torch), a pyav camera's are cut on the host; both cameras play the
-walkway clip, so each person must get one global id on both (the same picture twice)."""
+walkway clip in real time, so each person must get one global id on both (the same picture
+twice)."""
 
 from __future__ import annotations
 
@@ -23,18 +24,18 @@ def test_nvdec_and_pyav_cameras_of_one_clip_share_global_ids_gpu(
     clip = str(assets_dir / "videos" / CLIP)
     port = free_port()
     out = tmp_path / "records.jsonl"
-    tracking = {"tracking": {"enabled": True}}
+    # paced as live cameras: a crop at most once a second, as on the CPU scene
+    paced = {"tracking": {"enabled": True}, "realtime": True, "detect_fps": 5}
     config = {
         "model": {"path": str(models / "yolox_nano.onnx"), "labels": str(models / "coco80.txt")},
         "models": {"reid": {"path": str(models / REID_MODEL), "type": "reid"}},
-        # unpaced files play fast: a crop every 0.05 s of wall time is about one a second
-        "secondary": [{"model": "reid", "on": ["person"], "every_s": 0.05}],
+        "secondary": [{"model": "reid", "on": ["person"]}],
         "inference": {"type": "torch", "precision": "f16"},
         "http": {"port": port},
         "sinks": [{"type": "jsonl", "path": str(out)}],
         "cameras": [
-            {"name": "device", "url": clip, "decoder": "nvdec", **tracking},
-            {"name": "host", "url": clip, **tracking},
+            {"name": "device", "url": clip, "decoder": "nvdec", **paced},
+            {"name": "host", "url": clip, **paced},
         ],
     }
     daemon = DaemonProcess(config, tmp_path)
@@ -52,10 +53,12 @@ def test_nvdec_and_pyav_cameras_of_one_clip_share_global_ids_gpu(
                 for c in ("device", "host")
             )
 
-        wait_for(both_ended, 300, "both cameras at the end of the clip")
+        wait_for(both_ended, 300, "both cameras at the end of the clip (139 s)")
         text = scrape(port)
     finally:
         assert daemon.terminate(60) == 0, daemon.log()[-3000:]
+    log = daemon.log()
+    assert "secondary stage failed" not in log, log[-3000:]
     embedded = metric(text, "vidpipe_secondary_crops_embedded_total", model="reid")
     print("crops embedded", embedded, "matches", metric(text, "vidpipe_reid_matches_total"))
     assert embedded >= 2 * PEOPLE
