@@ -56,11 +56,40 @@ def test_no_match_gives_fresh_ids_never_reused() -> None:
     assert len({a, b, c}) == 3
 
 
-def test_the_same_camera_is_never_matched() -> None:
+def test_the_same_camera_is_never_matched_without_reassociation() -> None:
     g = Gallery(threshold=0.8, window_s=600)
     gid = ended(g, "a", 1, ALICE, T0, T0 + 10)
-    assert g.place("a", 2, ALICE, T0 + 20, T0 + 25) is None
+    assert g.place("a", 2, ALICE, T0 + 11, T0 + 14) is None
     assert g.global_id("a", 2) != gid
+
+
+@pytest.mark.parametrize(
+    ("starts_after_end_s", "vec", "matched"),
+    [
+        (2.0, ALICE_AGAIN, True),  # an occlusion: the person again, soon after
+        (-1.0, ALICE_AGAIN, True),  # seen again before the tracker gave the old track up
+        (4.9, ALICE_AGAIN, True),
+        (5.1, ALICE_AGAIN, False),  # too late to be the same walk
+        (2.0, BOB, False),  # soon, but someone else
+    ],
+)
+def test_same_camera_reassociation_after_an_occlusion(
+    starts_after_end_s: float, vec: np.ndarray, matched: bool
+) -> None:
+    g = Gallery(threshold=0.8, window_s=600, reassociate_s=5.0)
+    gid = ended(g, "a", 1, ALICE, T0, T0 + 10)
+    match = g.place("a", 2, vec, T0 + 10 + starts_after_end_s, T0 + 16)
+    assert (match is not None) is matched
+    assert (g.global_id("a", 2) == gid) is matched
+
+
+def test_reassociation_never_takes_a_live_tracks_id() -> None:
+    """Two people of one camera at once are two tracks, however alike: only an ended track
+    may be its camera's person again."""
+    g = Gallery(threshold=0.8, window_s=600, reassociate_s=5.0)
+    g.place("a", 1, ALICE, T0, T0 + 1)
+    assert g.place("a", 2, ALICE_AGAIN, T0 + 2, T0 + 3) is None
+    assert g.global_id("a", 1) != g.global_id("a", 2)
 
 
 @pytest.mark.parametrize(

@@ -112,6 +112,14 @@ class ReidConfig(ConfigModel):
         "re-identification, 8 crops a track) to call them one person; lower it and different "
         "people in similar clothes merge, raise it and one person gets two ids",
     )
+    reassociate_s: float = Field(
+        5.0,
+        ge=0,
+        le=60,
+        description="a track that starts within this many seconds of another track of the same "
+        "camera ending, and looks like it (threshold), is that person after an occlusion: it "
+        "takes the ended track's global id (0: across cameras only)",
+    )
     links: list[ReidLink] = Field(
         default_factory=list,
         description="the camera graph; empty: any camera may match any other within window_s",

@@ -6,6 +6,8 @@ normalised mean embedding, when it was first seen, when it ended (None while ali
 rules allow, and gives it the best one's global id when that one is similar enough; else the
 track keeps the id it has, or gets a fresh one. The rules:
 
+* same camera: only a track that ended within ``reassociate_s`` of the track's first crop
+  (an occlusion broke the person's track in two: the tracker matches by boxes alone);
 * time: the candidate is alive, or ended at most ``window_s`` ago; with ``links`` it must
   have ended on a camera linked to the track's, between ``min_s`` and ``max_s`` before the
   track was first seen there (it walked from one to the other);
@@ -68,6 +70,8 @@ class Gallery:
         threshold: least cosine similarity of two mean embeddings to call them one person.
         window_s: how long an ended track may be matched.
         links: the camera graph (empty: any camera may match any other).
+        reassociate_s: how close a track's start must be to the end of another track of its
+            own camera to be that person again (0: never on the same camera).
         enabled: False: no matching at all, every track keeps a fresh id of its own.
         ids: where fresh global ids come from (share one between galleries to keep ids
             unique across models).
@@ -79,11 +83,13 @@ class Gallery:
         window_s: float,
         links: Sequence[ReidLink] = (),
         *,
+        reassociate_s: float = 0.0,
         enabled: bool = True,
         ids: Iterator[int] | None = None,
     ) -> None:
         self.threshold = threshold
         self.window_s = window_s
+        self.reassociate_s = reassociate_s
         self.links = tuple(links)
         self.enabled = enabled
         self._ids = ids if ids is not None else itertools.count(1)
@@ -187,7 +193,12 @@ class Gallery:
     def _in_reach(self, track: Entry, cand: Entry, now: float) -> bool:
         """Whether the time and camera rules let ``track`` be ``cand``'s person."""
         if cand.camera == track.camera:
-            return False
+            # the same person after an occlusion: the tracker ended the track (some frames
+            # after the person was last seen) near when the new one began
+            return (
+                cand.ended_at is not None
+                and abs(track.first_seen - cand.ended_at) <= self.reassociate_s
+            )
         if cand.ended_at is not None and now - cand.ended_at > self.window_s:
             return False
         if not self.links:

@@ -126,7 +126,14 @@ class SecondaryStage:
         self._metrics = metrics
         ids = itertools.count(1)  # one counter: global ids are unique across models too
         self.galleries = {
-            name: Gallery(reid.threshold, reid.window_s, reid.links, enabled=reid.enabled, ids=ids)
+            name: Gallery(
+                reid.threshold,
+                reid.window_s,
+                reid.links,
+                reassociate_s=reid.reassociate_s,
+                enabled=reid.enabled,
+                ids=ids,
+            )
             for name in self.embedders
         }
         self._lock = threading.Lock()
