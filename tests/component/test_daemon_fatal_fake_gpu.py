@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.component.test_streamset_fake_gpu import echo_decoder, make_backend
-from vidpipe import plan
 from vidpipe import daemon as daemon_mod
+from vidpipe import plan
 from vidpipe.config import Config
 from vidpipe.labels import Labels
 from vidpipe.model import LoadedModel

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.golden import F32_MARGINS, match_golden
-from tests.integration.conftest import DaemonProcess, free_port, metric, scrape, wait_for
+from tests.integration.conftest import DaemonProcess, free_port, metric, wait_files_played
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 
@@ -38,21 +38,7 @@ def test_two_detectors_each_with_its_own_stream_set_gpu(
     }
     daemon = DaemonProcess(config, tmp_path)
     try:
-
-        def both_done() -> bool:
-            if daemon.proc.poll() is not None:
-                pytest.fail(f"the daemon exited: {daemon.log()[-3000:]}")
-            try:
-                text = scrape(port)
-            except OSError:
-                return False
-            return all(
-                metric(text, "vidpipe_camera_state", camera=c, state="stopped") == 1
-                for c in ("cpu", "gpu")
-            )
-
-        wait_for(both_done, 200, "both file cameras at their end")
-        text = scrape(port)
+        text = wait_files_played(port, ("cpu", "gpu"), 200, daemon)
     finally:
         assert daemon.terminate(60) == 0, daemon.log()[-3000:]
     for name in ("host-frames", "device-frames"):

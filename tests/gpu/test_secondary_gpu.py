@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import DaemonProcess, free_port, metric, scrape, wait_for
+from tests.integration.conftest import DaemonProcess, free_port, metric, wait_files_played
 from tests.integration.test_reid_scene_daemon import _tracks
 from tests.reid_scene import CLIP, PEOPLE, REID_MODEL, people_by_time, score_scene
 
@@ -40,21 +40,7 @@ def test_nvdec_and_pyav_cameras_of_one_clip_share_global_ids_gpu(
     }
     daemon = DaemonProcess(config, tmp_path)
     try:
-
-        def both_ended() -> bool:
-            if daemon.proc.poll() is not None:
-                pytest.fail(f"the daemon exited: {daemon.log()[-3000:]}")
-            try:
-                text = scrape(port)
-            except OSError:
-                return False
-            return all(
-                metric(text, "vidpipe_camera_state", camera=c, state="stopped") == 1
-                for c in ("device", "host")
-            )
-
-        wait_for(both_ended, 300, "both cameras at the end of the clip (139 s)")
-        text = scrape(port)
+        text = wait_files_played(port, ("device", "host"), 300, daemon)  # 139 s of clip
     finally:
         assert daemon.terminate(60) == 0, daemon.log()[-3000:]
     log = daemon.log()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -169,3 +169,24 @@ def offline_clip(
         return cache[stem]
 
     return get
+
+
+def wait_files_played(
+    port: int, cameras: Sequence[str], timeout_s: float, daemon: DaemonProcess | None = None
+) -> str:
+    """Wait until every file camera of ``cameras`` stopped at its end (its state gauge says
+    ``stopped``); fail at once if ``daemon`` exits meanwhile. The last scrape."""
+
+    def ended() -> str | None:
+        if daemon is not None and daemon.proc.poll() is not None:
+            pytest.fail(f"the daemon exited: {daemon.log()[-3000:]}")
+        try:
+            text = scrape(port)
+        except OSError:
+            return None
+        done = all(
+            metric(text, "vidpipe_camera_state", camera=c, state="stopped") == 1 for c in cameras
+        )
+        return text if done else None
+
+    return str(wait_for(ended, timeout_s, f"{', '.join(cameras)} at the end of their files"))

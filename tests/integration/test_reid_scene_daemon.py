@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import free_port, metric, scrape, wait_for
+from tests.integration.conftest import free_port, metric, wait_files_played
 from tests.reid_scene import CLIP, PEOPLE, REID_MODEL, SceneTrack, make_camera_b, people_by_time
 from tests.reid_scene import score_scene as score
 
@@ -78,18 +78,7 @@ def test_people_on_b_get_the_global_id_of_the_same_people_on_a(
         }
     )
 
-    def both_ended() -> bool:
-        try:
-            text = scrape(port)
-        except OSError:
-            return False
-        return all(
-            metric(text, "vidpipe_camera_state", camera=c, state="stopped") == 1
-            for c in ("hall", "door")
-        )
-
-    wait_for(both_ended, 300, "both cameras at the end of their clips")
-    text = scrape(port)
+    text = wait_files_played(port, ("hall", "door"), 300)  # 170 s of clip
     assert metric(text, "vidpipe_secondary_crops_embedded_total", model="reid") > 0, text
     assert metric(text, "vidpipe_reid_matches_total") >= 5
     records = [json.loads(line) for line in out.read_text().splitlines()]
