@@ -72,7 +72,8 @@ def nearest_people(people_a: People, people_b: People) -> dict[str, Any]:
     crops_a = [(k, e) for k, p in enumerate(people_a) for t in p for e in t.embeddings]
     firsts_a = [(k, t.embeddings[0]) for k, p in enumerate(people_a) for t in p]
     means_a = [(k, t.mean) for k, p in enumerate(people_a) for t in p]
-    same_crop, diff_crop = [], []
+    same_crop: list[float] = []
+    diff_crop: list[float] = []
     for i, p in enumerate(people_b):
         longest = max(p, key=lambda t: len(t.crops))
 
