@@ -25,7 +25,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from vidpipe.events.db import connect_reader
 from vidpipe.sinks.record import iso_utc
 
-Kind = Literal["enter", "leave", "cross", "clip"]
+Kind = Literal["enter", "leave", "cross", "clip", "reid"]
 KINDS: tuple[str, ...] = get_args(Kind)
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
