@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -199,3 +199,35 @@ def check_embedder(where: str, name: str, models: dict[str, NamedModelConfig]) -
             f"{where}: {name!r} is a {models[name].type} detector; a secondary stage runs an "
             f"embedder (type {', '.join(EMBEDDER_TYPES.tags)}; in models: {embedders})"
         )
+
+
+def check_model_references(cfg: Any) -> None:
+    """Every name a ``Config`` gives a model or a camera refers to what it should:
+    ``models:`` names, one default detector, each camera's ``detector:``, each secondary
+    stage's embedder, each ``reid.links`` camera. ValueError starting with the YAML path."""
+    for name in cfg.models:
+        problem = model_name_problem(name)
+        if problem:
+            raise ValueError(f"models: {problem}")
+    if cfg.model is not None and DEFAULT_DETECTOR in cfg.models:
+        raise ValueError(
+            f"models.{DEFAULT_DETECTOR}: the name {DEFAULT_DETECTOR!r} is model:'s; "
+            "give this model another name"
+        )
+    detectors = detectors_of(cfg.model, cfg.models)
+    if not detectors:
+        raise ValueError("model: missing: give model:, or a detector in models:")
+    for i, cam in enumerate(cfg.cameras):
+        check_detector_choice(
+            cam.name, f"cameras[{i}].detector", cam.detector, detectors, cfg.models
+        )
+    for j, stage in enumerate(cfg.secondary):
+        check_embedder(f"secondary[{j}].model", stage.model, cfg.models)
+    for i, cam in enumerate(cfg.cameras):
+        for j, stage in enumerate(cam.secondary or ()):
+            check_embedder(f"cameras[{i}].secondary[{j}].model", stage.model, cfg.models)
+    names = {cam.name for cam in cfg.cameras}
+    for k, link in enumerate(cfg.reid.links):
+        for end, camera in (("from", link.from_), ("to", link.to)):
+            if camera not in names:
+                raise ValueError(f"reid.links[{k}].{end}: no camera named {camera!r}")

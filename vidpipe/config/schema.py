@@ -22,9 +22,8 @@ from vidpipe.config.models import (
     ReidConfig,
     SecondaryConfig,
     check_detector_choice,
-    check_embedder,
+    check_model_references,
     detectors_of,
-    model_name_problem,
 )
 from vidpipe.config.registry import CAPTURE_DECODERS
 from vidpipe.config.scene import LineConfig, TrackingConfig, ZoneConfig, check_scene
@@ -463,32 +462,7 @@ class Config(ConfigModel):
 
     @model_validator(mode="after")
     def _models_named(self) -> Config:
-        for name in self.models:
-            problem = model_name_problem(name)
-            if problem:
-                raise ValueError(f"models: {problem}")
-        if self.model is not None and DEFAULT_DETECTOR in self.models:
-            raise ValueError(
-                f"models.{DEFAULT_DETECTOR}: the name {DEFAULT_DETECTOR!r} is model:'s; "
-                "give this model another name"
-            )
-        if not self.detectors():
-            raise ValueError("model: missing: give model:, or a detector in models:")
-        detectors = self.detectors()
-        for i, cam in enumerate(self.cameras):
-            check_detector_choice(
-                cam.name, f"cameras[{i}].detector", cam.detector, detectors, self.models
-            )
-        for j, stage in enumerate(self.secondary):
-            check_embedder(f"secondary[{j}].model", stage.model, self.models)
-        for i, cam in enumerate(self.cameras):
-            for j, stage in enumerate(cam.secondary or ()):
-                check_embedder(f"cameras[{i}].secondary[{j}].model", stage.model, self.models)
-        names = {cam.name for cam in self.cameras}
-        for k, link in enumerate(self.reid.links):
-            for end, camera in (("from", link.from_), ("to", link.to)):
-                if camera not in names:
-                    raise ValueError(f"reid.links[{k}].{end}: no camera named {camera!r}")
+        check_model_references(self)
         return self
 
     def detectors(self) -> dict[str, ModelConfig]:
