@@ -155,11 +155,11 @@ def test_bad_bodies_are_refused_with_their_reason(
     assert says in answer["error"]
 
 
-def test_without_an_embedder_a_post_is_a_501_and_get_still_works(store_path: Path) -> None:
+def test_without_an_embedder_a_post_is_a_409_and_get_still_works(store_path: Path) -> None:
     srv = serve(store_path, SearchRoutes(store_path), Metrics())
     try:
         status, answer = call(srv.port, {}, b"\xff\xd8", token=ADMIN)
-        assert status == 501 and "no re-identification model" in answer["error"]
+        assert status == 409 and "no re-identification model" in answer["error"]
         assert call(srv.port, {"camera": "walkway", "track": "1"})[0] == 200
     finally:
         srv.stop()

@@ -171,10 +171,9 @@ _SEARCH_ERRORS = {
     "503": "the event store cannot be read, or the re-identification model failed",
 }
 _SEARCH_POST_ERRORS = {
-    "403": "the token may only read (a POST needs http.admin_token)",
     "413": "the image is larger than 4 MiB",
     "415": "the body is not sent as image/jpeg",
-    "501": "no re-identification model is configured",
+    "409": "no re-identification model is configured",
 }
 
 

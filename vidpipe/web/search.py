@@ -2,9 +2,10 @@
 
 * ``GET ?camera=C&track=T``: the example is a stored track; the answer leaves it out.
 * ``POST`` with a JPEG (``Content-Type: image/jpeg``, a crop of one person or object): the
-  example is what ``embed`` says of it. Without an embedder it is a 501. The body is read up
-  to ``max_body_bytes`` (413 above), by this handler: the server's default cap (1 MiB) would
-  refuse an ordinary phone photo.
+  example is what ``embed`` says of it. Without an embedder it is a 409 (this daemon runs no
+  reid model; a 5xx would say the server failed). The body is read up to ``max_body_bytes``
+  (413 above), by this handler: the server's default cap (1 MiB) would refuse an ordinary
+  phone photo.
 
 Searches run in worker threads, one at a time per index (``VectorIndex`` holds a lock), so a
 slow disk or a large table never stalls the event loop that serves the live view. The
@@ -44,7 +45,7 @@ class SearchRoutes:
     """Args:
     path: the event store's file.
     embed: BGR image ``(H, W, 3)`` uint8 -> its embedding ``(D,)`` (normalised or not); None:
-        no embedder is configured, and ``POST`` answers 501. Called from worker threads.
+        no embedder is configured, and ``POST`` answers 409. Called from worker threads.
     model: the embedder's name in ``models:``: a POST compares only that model's vectors
         (None: every stored vector of the embedding's dimension).
     max_body_bytes: the largest JPEG a POST may send.
@@ -83,7 +84,7 @@ class SearchRoutes:
         except QueryError as exc:
             return _error(400, str(exc))
         if self.embed is None:
-            return _error(501, "no re-identification model is configured: search by image is off")
+            return _error(409, "no re-identification model is configured: search by image is off")
         if request.content_type != "image/jpeg":
             return _error(415, f"Content-Type {request.content_type!r}: send image/jpeg")
         body = await self._body(request)
