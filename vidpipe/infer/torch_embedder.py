@@ -24,9 +24,6 @@ from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
 from vidpipe.preprocess.crops import CROP_SIZE
 
-#: the crop size the re-identification type takes: width, height (NHWC, BGR, 0-255)
-REID_INPUT = CROP_SIZE
-
 
 def batchable(model: Any) -> Any:
     """``model`` (an ``onnx.ModelProto``, changed in place) with a free batch dimension: the
@@ -79,10 +76,10 @@ class TorchEmbedder:
             raise BackendError(f"a reid model on the GPU needs onnx2torch ({exc})") from None
         model = onnx_prep.load_model(path)
         dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-        if dims[1:] != [REID_INPUT[1], REID_INPUT[0], 3]:
+        if dims[1:] != [CROP_SIZE[1], CROP_SIZE[0], 3]:
             raise BackendError(
                 f"model {path} does not fit model type 'reid': input {dims}, expected "
-                f"[1, {REID_INPUT[1]}, {REID_INPUT[0]}, 3] (NHWC crops)"
+                f"[1, {CROP_SIZE[1]}, {CROP_SIZE[0]}, 3] (NHWC crops)"
             )
         try:
             module = onnx2torch.convert(batchable(model))

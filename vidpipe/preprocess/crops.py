@@ -15,6 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import cv2
+import numpy as np
+import numpy.typing as npt
+
 from vidpipe.preprocess.yuv import BGR_FROM_UV, Y_GAIN
 from vidpipe.types import DeviceImage
 
@@ -90,3 +94,11 @@ def device_crop(image: DeviceImage, box: tuple[int, int, int, int]) -> Any:
         if image.ready is not None:  # written on another stream: wait for it on ours
             torch.cuda.current_stream().wait_event(image.ready)
         return nv12_crops(torch, image.nv12, [box], CROP_SIZE[0], CROP_SIZE[1])[0]
+
+
+def fit_crop(crop_bgr: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """A host BGR crop of any size at ``CROP_SIZE`` (``INTER_LINEAR``, as ``nv12_crops``
+    samples): what the re-identification type takes, before its float conversion."""
+    if crop_bgr.shape[:2] == (CROP_SIZE[1], CROP_SIZE[0]):
+        return crop_bgr
+    return np.asarray(cv2.resize(crop_bgr, CROP_SIZE, interpolation=cv2.INTER_LINEAR), np.uint8)

@@ -27,17 +27,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import cv2
 import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config.models import NamedModelConfig
 from vidpipe.config.registry import EMBEDDER_TYPES
 from vidpipe.infer.base import BackendError
+from vidpipe.preprocess.crops import CROP_SIZE, fit_crop
+from vidpipe.secondary.lane import OnEmbedded, Vector
 
 if TYPE_CHECKING:  # OpenVINO is imported when a CPU embedder opens (a GPU image has none)
     import openvino as ov
@@ -45,20 +45,16 @@ if TYPE_CHECKING:  # OpenVINO is imported when a CPU embedder opens (a GPU image
 log = logging.getLogger(__name__)
 
 #: The crop size the ``reid`` type takes: width, height.
-REID_INPUT = (128, 256)
+REID_INPUT = CROP_SIZE
 #: The length of a ``reid`` embedding.
 REID_DIM = 256
 #: Requests in flight: one runs while the feeder fills the next.
 _REQUESTS = 2
 
-Vector = npt.NDArray[np.float32]
-OnEmbedded = Callable[[Any, "Vector | BaseException"], None]
-
 
 def reid_input(crop_bgr: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
     """``(h, w, 3)`` uint8 BGR crop -> ``(1, 256, 128, 3)`` float32, as the model takes it."""
-    resized = cv2.resize(crop_bgr, REID_INPUT, interpolation=cv2.INTER_LINEAR)
-    return resized.astype(np.float32)[None]
+    return fit_crop(crop_bgr).astype(np.float32)[None]
 
 
 def normalised(vector: npt.ArrayLike) -> Vector:

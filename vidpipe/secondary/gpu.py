@@ -11,18 +11,15 @@ thread (about a millisecond on the GPU), so nothing is ever in flight between ca
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
-import cv2
 import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config.models import NamedModelConfig
-from vidpipe.infer.torch_embedder import REID_INPUT, TorchEmbedder
-
-Vector = npt.NDArray[np.float32]
-OnEmbedded = Callable[[Any, "Vector | BaseException"], None]  # as vidpipe.secondary.embedder's
+from vidpipe.infer.torch_embedder import TorchEmbedder
+from vidpipe.preprocess.crops import CROP_SIZE, fit_crop
+from vidpipe.secondary.lane import OnEmbedded, Vector
 
 
 class TorchReidEmbedder:
@@ -43,16 +40,14 @@ class TorchReidEmbedder:
         self.device = device
         self._model = TorchEmbedder(model.path, device, half=half)
         self._lock = threading.Lock()  # the lane's feeder and search by picture
-        self.embed(np.full((REID_INPUT[1], REID_INPUT[0], 3), 114, np.uint8))  # first-call cost
+        self.embed(np.full((CROP_SIZE[1], CROP_SIZE[0], 3), 114, np.uint8))  # first-call cost
 
     def _input(self, crop: Any) -> Any:
         """A ``(1, 256, 128, 3)`` uint8 device tensor of ``crop``: a device crop cut at the
         model's size already, or a host BGR crop of any size."""
         if isinstance(crop, np.ndarray):
-            if crop.shape[:2] != (REID_INPUT[1], REID_INPUT[0]):
-                crop = cv2.resize(crop, REID_INPUT, interpolation=cv2.INTER_LINEAR)
-            crop = self.torch.from_numpy(np.ascontiguousarray(crop)).to(self.device)
-        return crop.reshape(1, REID_INPUT[1], REID_INPUT[0], 3)
+            crop = self.torch.from_numpy(np.ascontiguousarray(fit_crop(crop))).to(self.device)
+        return crop.reshape(1, CROP_SIZE[1], CROP_SIZE[0], 3)
 
     def submit(self, crop_bgr: Any, tag: object, on_done: OnEmbedded) -> None:
         """Embed one crop now and hand the normalised vector (or the error) to ``on_done``."""

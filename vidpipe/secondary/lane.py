@@ -14,15 +14,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from vidpipe.infer.base import BackendError
-from vidpipe.secondary.embedder import OnEmbedded, Vector
 
 log = logging.getLogger(__name__)
+
+Vector = npt.NDArray[np.float32]
+OnEmbedded = Callable[[Any, "Vector | BaseException"], None]
+"""An embedder's answer for a crop's tag: its normalised vector, or the error."""
 
 #: How long the idle feeder waits on its queue before re-checking the stop flag.
 _POLL_S = 0.2

@@ -235,10 +235,10 @@ class SecondaryStage:
                 image = host_image(result.image)
             x1, y1, x2, y2 = box
             pixels = image[y1:y2, x1:x2].copy()
-        crop = Crop(rule.model, result.camera, tid, pixels, result.wall_time, 0.0)
+        crop = Crop(rule.model, result.camera, tid, pixels, result.wall_time, time.monotonic())
         with self._lock:
             track.pending += 1  # before the offer: the answer may come back at once
-        if self.lanes[rule.model].offer(dataclasses.replace(crop, t_queued=time.monotonic())):
+        if self.lanes[rule.model].offer(crop):
             with self._lock:
                 track.submitted += 1
             self._metrics.submitted.labels(model=rule.model).inc()
