@@ -36,6 +36,8 @@ class Variant:
         odd_camera: merged into every other camera's settings (the second, fourth, ...).
         models: ``models:`` entries, their ``path`` a file name in the model's directory
             (the assets' models folder).
+        dual_stream: every camera detects on its sub-stream and records clips from its main
+            stream (``inputs:``; density mode with ``--density-sub-clip``).
     """
 
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -43,6 +45,7 @@ class Variant:
     int8: bool = False
     odd_camera: dict[str, Any] = field(default_factory=dict)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dual_stream: bool = False
 
 
 _WHOLE = [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]
@@ -113,6 +116,11 @@ VARIANTS: dict[str, Variant] = {
         models={"reid": {"path": "person-reidentification-retail-0288.onnx", "type": "reid"}},
     ),
     "vidpipe-tracking": Variant(camera={"tracking": {"enabled": True}}),
+    # a camera recording clips with the motion gate on: given its main stream only (detect
+    # and record on it), against detecting on its sub-stream and recording the main stream
+    # (density mode: --density-clip NAME-1080p.mp4 --density-sub-clip NAME-432p.mp4)
+    "vidpipe-motion-clips": Variant(camera={**_MOTION, "clips": _CLIPS}),
+    "vidpipe-motion-dual": Variant(camera={**_MOTION, "clips": _CLIPS}, dual_stream=True),
 }
 #: the variants with a feature on in every camera, whose paired ratios the report shows
 CAMERA_VARIANTS = (
@@ -151,7 +159,8 @@ def variant_settings(spec: PointSpec) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def variant_run(spec: PointSpec) -> VidpipeRun:
     """The daemon of the variant ``spec.contender`` (the factory the harness registers)."""
-    return VidpipeRun(spec, *variant_settings(spec), VARIANTS[spec.contender].odd_camera)
+    variant = VARIANTS[spec.contender]
+    return VidpipeRun(spec, *variant_settings(spec), variant.odd_camera, variant.dual_stream)
 
 
 #: contender name -> the least ``variant fps / vidpipe fps`` it may cost: tracking must not
@@ -176,6 +185,9 @@ LABELS: dict[str, str] = {
     "vidpipe-2det": "vidpipe, NanoDet-m on every other camera, YOLOX-Nano on the rest",
     "vidpipe-tracking": "vidpipe, tracking on (no zones or lines)",
     "vidpipe-track-reid": "vidpipe, tracking + person re-identification once a second a track",
+    "vidpipe-motion-clips": "vidpipe, motion gate and clips, one stream (detect + record)",
+    "vidpipe-motion-dual": "vidpipe, motion gate and clips, detect on the sub-stream, record "
+    "the main stream",
 }
 
 

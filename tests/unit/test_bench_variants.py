@@ -116,3 +116,30 @@ def test_inference_variants_merge_into_the_inference_section(tmp_path) -> None:
     assert two.inference.advanced.num_requests == 2
     assert config_of(PointSpec(**{**base.to_dict(), "contender": "vidpipe"}),
                      tmp_path / "d").inference.advanced.cpu_pinning is None  # fmt: skip
+
+
+def test_dual_stream_variant_detects_on_the_sub_stream_and_records_the_main() -> None:
+    main, sub = "rtsp://127.0.0.1:9/cam{i}", "rtsp://127.0.0.1:9/sub-cam{i}"
+    spec = PointSpec("vidpipe-motion-dual", main, "walk-1080p.mp4", 2, 1, 1, "f32", "/m.onnx",
+                     "/labels.txt", extra={"sub_url": sub})  # fmt: skip
+    cfg = variant_run_config(spec)
+    for i, cam in enumerate(cfg.cameras):
+        assert cam.url == f"rtsp://127.0.0.1:9/sub-cam{i}"  # the detect input's
+        assert cam.record_input is not None
+        assert cam.record_input.url == f"rtsp://127.0.0.1:9/cam{i}"
+        assert cam.motion.enabled and cam.clips.enabled
+    one = variant_run_config(PointSpec(**{**spec.to_dict(), "contender": "vidpipe-motion-clips"}))
+    assert [c.url for c in one.cameras] == ["rtsp://127.0.0.1:9/cam0", "rtsp://127.0.0.1:9/cam1"]
+    assert all(c.record_input is None for c in one.cameras)
+    with pytest.raises(ValueError, match="--density-sub-clip"):
+        variant_run_config(PointSpec(**{**spec.to_dict(), "extra": {}}))
+
+
+def variant_run_config(spec: PointSpec) -> Any:
+    """The config ``variant_run`` builds for ``spec`` (its daemon is never started)."""
+    from benchmarks.variants import VARIANTS
+
+    variant = VARIANTS[spec.contender]
+    overrides, camera = variant_settings(spec)
+    return bench_config(spec, Path("/nonexistent/out.jsonl"), overrides, camera,
+                        variant.odd_camera, variant.dual_stream)  # fmt: skip

@@ -147,3 +147,29 @@ def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one
     assert judge(result, stream_fps=10.0)["passes"]  # 49 + 3 slack of 50 due
     result["info"]["camera_counters"]["after"]["flaky"] = _counters(100, 40)
     assert judge(result, stream_fps=10.0)["reasons"] == ["flaky inferred 86.0% of due frames"]
+
+
+def test_dual_stream_searches_name_the_sub_stream_the_repeat_and_the_cpu_per_camera() -> None:
+    criteria = {"min_inferred_share": 0.99, "max_p95_ms": 200.0, "min_capture_share": 0.97,
+                "slack_frames": 3}  # fmt: skip
+    doc = {
+        "machine": {"cores": 2},
+        "density": {
+            "clip": "walk-1080p.mp4",
+            "sub_clip": "walk-432p.mp4",
+            "stream_fps": 10.0,
+            "criteria": criteria,
+            "results": [
+                {
+                    "contender": "vidpipe-motion-dual",
+                    "detect_fps": 5.0,
+                    "max_cameras": 2,
+                    "repeat": 1,
+                    "trials": [_trial(2, True), _trial(4, False)],  # 4 % of the box at 2
+                }
+            ],
+        },
+    }
+    text = "\n".join(_density(doc))
+    assert "sub-stream, walk-432p.mp4, is served" in text
+    assert "(vidpipe-motion-dual, repeat 1; 4.0 % of a core per camera)" in text

@@ -101,6 +101,13 @@ def _add_density_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--density-cameras", type=_csv(int),
                    help="density mode: try these camera counts only (e.g. 48,56,64) instead "
                    "of searching; the largest that passes is reported")  # fmt: skip
+    p.add_argument("--density-sub-clip",
+                   help="density mode: also serve this clip as each camera's sub-stream "
+                   "(e.g. NAME-432p.mp4 beside --density-clip NAME-1080p.mp4), for "
+                   "contenders that detect on it and record the main stream")  # fmt: skip
+    p.add_argument("--density-repeats", type=int,
+                   help="density mode: run every search this many times, the contenders' "
+                   "order reversed on every other repeat (default 1)")  # fmt: skip
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -124,11 +131,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_detect_fps=args.density_detect_fps,
         density_staggered=start,
         density_cameras=args.density_cameras,
+        density_sub_clip=args.density_sub_clip,
+        density_repeats=args.density_repeats,
         model=args.model,
         realtime=args.realtime,
     )
     if options.seconds <= 0 or options.warmup_s < 0 or options.repeats < 1:
         print("vidpipe bench: --seconds > 0, --warmup >= 0 and --repeats >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    if options.density_repeats < 1:
+        print("vidpipe bench: --density-repeats >= 1", file=sys.stderr)
         return EXIT_USAGE
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     json_path = args.json or (args.out or Path(".")) / f"bench-{options.suite}-{stamp}.json"

@@ -10,6 +10,13 @@ frames due for detection were inferred (``SLACK_FRAMES`` cover those in flight a
 edges), and the p95 capture-to-result latency over all cameras is <= 200 ms. The largest
 passing N is searched by doubling, then bisecting, once per ``detect_fps`` (the stream's rate
 and 5, or ``--density-detect-fps``) and per vidpipe contender of ``--contenders``.
+
+Dual-stream cameras (``--density-sub-clip``): each camera ``k`` also has a sub-stream mount
+``sub-camk`` serving the sub clip, started at the same point as its main stream ``camk``; a
+contender that detects on the sub-stream and records from the main one (a camera with
+``inputs:``) reads it from ``PointSpec.extra["sub_url"]``, the others never open it.
+``--density-repeats`` runs every search again, the contenders' order reversed on every other
+repeat (ABBA), so that a drift of the machine's speed during the run falls on both alike.
 """
 
 from __future__ import annotations
@@ -162,15 +169,27 @@ def run_density(
     stream_fps = float(ctx.clip_info[clip]["fps"])
     start = "staggered" if o.density_staggered else "same"
     out = {"clip": clip, "stream_fps": stream_fps, "start": start, "criteria": CRITERIA}
+    sub = o.density_sub_clip
+    if sub is not None:
+        out["sub_clip"] = sub
     with tempfile.TemporaryDirectory(prefix="vidpipe-density-") as tmp:
         served = _one_mount_per_camera(Path(tmp), ctx.clips[clip])
+        if sub is not None:
+            _one_mount_per_camera(Path(tmp), ctx.clips[sub], prefix="sub-")
         with rtsp.RtspServer(served, loop=True, stagger=o.density_staggered) as server:
             runs = partial(_run_with_server_cpu, run_point=run_point, tmp=Path(tmp),
                            server_pid=server.pid)  # fmt: skip
+            extra = {"sub_url": server.url("sub-cam{i}")} if sub is not None else {}
             contenders = [c for c in o.contenders or ("vidpipe",) if c.startswith("vidpipe")]
             out["results"] = [
-                _search(ctx, clip, c, rate, server.url("cam{i}"), stream_fps, runs, say)
-                for c in contenders
+                {
+                    **_search(
+                        ctx, clip, c, rate, server.url("cam{i}"), stream_fps, runs, say, extra
+                    ),
+                    "repeat": r,
+                }
+                for r in range(o.density_repeats)
+                for c in (contenders if r % 2 == 0 else contenders[::-1])
                 for rate in o.density_detect_fps or detect_rates
             ]
     return out
@@ -185,15 +204,18 @@ def _search(
     stream_fps: float,
     run: Callable[..., dict[str, Any]],
     say: Callable[[str], None],
+    extra: dict[str, Any],
 ) -> dict[str, Any]:
     """The largest passing camera count of ``contender`` at ``detect_fps`` ``rate``, and
-    every trial's verdict."""
+    every trial's verdict; ``extra`` goes into every point's ``PointSpec.extra``."""
     o = ctx.options
     trials: list[dict[str, Any]] = []
+    fields = ctx.spec_fields()
+    fields["extra"] = {**fields["extra"], **extra}
 
     def trial(n: int) -> dict[str, Any]:
         spec = PointSpec(contender, url, clip, n, o.seconds, max(3.0, o.warmup_s),
-                         detect_fps=rate, **ctx.spec_fields())  # fmt: skip
+                         detect_fps=rate, **fields)  # fmt: skip
         verdict = judge(run(spec, timeout_s=o.warmup_s + o.seconds + 240), stream_fps)
         trials.append(verdict)
         say(
@@ -211,14 +233,16 @@ def _search(
             "trials": trials}  # fmt: skip
 
 
-def _one_mount_per_camera(tmp: Path, clip_path: Path) -> Path:
-    """A ``videos`` directory under ``tmp`` with ``cam0.mp4`` ... linked to the clip."""
+def _one_mount_per_camera(tmp: Path, clip_path: Path, prefix: str = "") -> Path:
+    """A ``videos`` directory under ``tmp`` with ``{prefix}cam0.mp4`` ... linked to the clip
+    (the server starts a staggered mount by the number its name ends in: ``cam3`` and
+    ``sub-cam3`` start at the same point)."""
     served = tmp / "videos"
-    served.mkdir()
+    served.mkdir(exist_ok=True)
     # One mount per camera: two clients connecting at once to the same looped mount of
     # the test server are not reliable (the second opened after 7 s and got no frame).
     for i in range(MAX_CAMERAS):
-        (served / f"cam{i}.mp4").symlink_to(clip_path)
+        (served / f"{prefix}cam{i}.mp4").symlink_to(clip_path)
     return served
 
 

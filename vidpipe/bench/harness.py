@@ -57,6 +57,10 @@ class BenchOptions:
     density_staggered: bool = True
     # density: run these camera counts only instead of searching (None: search 1..96)
     density_cameras: tuple[int, ...] | None = None
+    # density: a sub-stream clip served beside the main one, for dual-stream contenders
+    density_sub_clip: str | None = None
+    # density: every search this many times, the contenders' order alternating (ABBA)
+    density_repeats: int = 1
 
 
 SUITES: dict[str, BenchOptions] = {
@@ -144,8 +148,9 @@ def prepare(options: BenchOptions) -> RunContext:
     if not model.is_file():
         raise FileNotFoundError(f"model not found: {model}")
     names = list(options.clips) if options.mode != "density" else []
-    if options.mode != "throughput" and options.density_clip not in names:
-        names.append(options.density_clip)
+    if options.mode != "throughput":
+        density = [options.density_clip, options.density_sub_clip]
+        names += [n for n in density if n is not None and n not in names]
     cache = common.cache_dir()
     clips = {name: common.resolve_clip(name, assets / "videos", cache) for name in names}
     precision = options.precision or common.default_precision()

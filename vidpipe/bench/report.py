@@ -123,7 +123,13 @@ def _density(doc: dict[str, Any]) -> list[str]:
     lines += [
         f"{dens['clip']} served by a local GStreamer RTSP server at {dens['stream_fps']:g} fps, "
         f"looped, one mount per camera{_STARTS.get(dens.get('start'), '.')} "
-        "A camera count passes when every camera "
+        + (
+            f"Each camera's sub-stream, {dens['sub_clip']}, is served beside it (read by the "
+            "dual-stream contenders only). "
+            if dens.get("sub_clip")
+            else ""
+        )
+        + "A camera count passes when every camera "
         f"is read in real time (>= {100 * c['min_capture_share']:g}% of the stream rate), "
         f">= {100 * c['min_inferred_share']:g}% of its frames due for detection are inferred, "
         f"and the p95 capture-to-result latency is <= {c['max_p95_ms']:g} ms.",
@@ -145,12 +151,23 @@ def _density(doc: dict[str, Any]) -> list[str]:
                 f"{_f(t['others_cpu_percent'], 0)} | {_f(t['server_cpu_percent'], 1)} |"
             )
     lines.append("")
-    lines += [
-        f"Largest camera count: **{res['max_cameras']}** at detect_fps {res['detect_fps']:g}"
-        f" ({res.get('contender', 'vidpipe')})"
-        for res in dens["results"]
-    ]
+    lines += [_largest(res, doc.get("machine", {}).get("cores")) for res in dens["results"]]
     return [*lines, ""]
+
+
+def _largest(res: dict[str, Any], cores: int | None) -> str:
+    """One search's largest passing count, with the daemon's CPU per camera there."""
+    line = (
+        f"Largest camera count: **{res['max_cameras']}** at detect_fps {res['detect_fps']:g}"
+        f" ({res.get('contender', 'vidpipe')}"
+    )
+    if "repeat" in res:
+        line += f", repeat {res['repeat']}"
+    best = [t for t in res["trials"] if t["cameras"] == res["max_cameras"] and t["passes"]]
+    if best and cores and best[0].get("cpu_percent") is not None:
+        per_camera = best[0]["cpu_percent"] * cores / best[0]["cameras"]
+        line += f"; {per_camera:.1f} % of a core per camera"
+    return line + ")"
 
 
 def write_outputs(

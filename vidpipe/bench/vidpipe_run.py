@@ -37,13 +37,31 @@ def bench_config(
     overrides: Mapping[str, Any] | None = None,
     camera: Mapping[str, Any] | None = None,
     odd_camera: Mapping[str, Any] | None = None,
+    dual_stream: bool = False,
 ) -> Any:
     """The daemon config of one point, validated like a YAML file would be: results to
     ``jsonl``; a variant's ``overrides`` merged into the sections, its ``camera`` settings
-    into every camera and its ``odd_camera`` settings into every other one (``merged``)."""
+    into every camera and its ``odd_camera`` settings into every other one (``merged``).
+    With ``dual_stream`` every camera detects on its sub-stream (``spec.extra["sub_url"]``)
+    and records clips from the main stream (``spec.clip``).
+
+    Raises:
+        ValueError: ``dual_stream`` without a sub-stream (``--density-sub-clip``).
+    """
     from vidpipe.config import Config
 
     is_stream = spec.clip.lower().startswith(("rtsp://", "rtsps://"))
+    sub_url = spec.extra.get("sub_url")
+    if dual_stream and not sub_url:
+        raise ValueError(f"{spec.contender} detects on a sub-stream: run with --density-sub-clip")
+
+    def source(i: int) -> dict[str, Any]:
+        url = spec.clip.replace("{i}", str(i))  # density: one RTSP mount each
+        if not dual_stream:
+            return {"url": url}
+        sub = str(sub_url).replace("{i}", str(i))
+        return {"inputs": [{"url": sub, "roles": ["detect"]}, {"url": url, "roles": ["record"]}]}
+
     data: dict[str, Any] = {
         "model": {
             "path": spec.model,
@@ -60,7 +78,7 @@ def bench_config(
             merged(
                 {
                     "name": f"cam{i}",
-                    "url": spec.clip.replace("{i}", str(i)),  # density: one RTSP mount each
+                    **source(i),
                     "loop": not is_stream,
                     **({"realtime": True} if spec.realtime and not is_stream else {}),
                     **({"detect_fps": spec.detect_fps} if spec.detect_fps else {}),
@@ -95,6 +113,7 @@ class VidpipeRun:
         overrides: Mapping[str, Any] | None = None,
         camera: Mapping[str, Any] | None = None,
         odd_camera: Mapping[str, Any] | None = None,
+        dual_stream: bool = False,
     ) -> None:
         from vidpipe.cli import tune_process
         from vidpipe.daemon import Daemon
@@ -105,7 +124,9 @@ class VidpipeRun:
         self.spec = spec
         self._tmp = tempfile.TemporaryDirectory(prefix="vidpipe-bench-")
         self.jsonl = Path(self._tmp.name) / "results.jsonl"
-        self.cfg = bench_config(spec, self.jsonl, overrides, camera, odd_camera)
+        if camera is not None and "clips" in camera:  # this point's clips go with it
+            camera = merged(camera, {"clips": {"dir": str(Path(self._tmp.name) / "clips")}})
+        self.cfg = bench_config(spec, self.jsonl, overrides, camera, odd_camera, dual_stream)
         self.daemon = Daemon(self.cfg)
         self.errors: list[str] = []
         self.precision = spec.precision
