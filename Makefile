@@ -88,7 +88,8 @@ test-torch-cpu: setup
 	    $(PY) -m pip install -q --target $(TORCH_CPU) '$(TORCH_CPU_WHEEL)'; then \
 	  PYTHONPATH=$(TORCH_CPU) VIDPIPE_TORCH_DEVICE=cpu VIDPIPE_ASSETS="$(ASSETS)" \
 	    $(PY) -m pytest -m gpu tests/gpu/test_gpu_postprocess_gpu.py \
-	    tests/gpu/test_gpu_preprocess_gpu.py tests/gpu/test_crops_gpu.py $(PYTEST_ARGS); \
+	    tests/gpu/test_gpu_preprocess_gpu.py tests/gpu/test_crops_gpu.py \
+	    tests/gpu/test_torch_cache_gpu.py $(PYTEST_ARGS); \
 	else \
 	  echo "NOTICE: no CPU wheel of PyTorch ($(TORCH_CPU_WHEEL)) here: the GPU pre- and" \
 	    "postprocessing tests on CPU tensors did not run (scripts/gpu-tests.sh runs them on a GPU)"; \

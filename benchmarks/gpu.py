@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import statistics
 import sys
 import threading
 import time
@@ -191,21 +192,40 @@ def stream_set_rate(
 def inference_points(
     args: argparse.Namespace, frames: Sequence[np.ndarray] | Sequence[DeviceImage]
 ) -> list[dict[str, Any]]:
+    """Per batch size and stream count, the stream set against the tight loop.
+
+    With ``--rounds`` R, the two are measured R times each, alternated (tight, set, set,
+    tight, ...), so that a drift of the GPU's clocks over the point falls on both; the ratio is
+    that of their medians, and every round is in the point.
+    """
     points = []
     for batch in args.batches:
         rt, ex = _executor(args, batch)
-        tight = tight_loop(rt, ex, batch, args.seconds)
         tag = device_tag(args, ex)
         for k in args.streams:
-            measured = stream_set_rate([(rt, ex)], k, args.seconds, frames, tag)
+            tights: list[float] = []
+            sets: list[StreamSetRate] = []
+            for r in range(args.rounds):
+                for which in ("tight", "set") if r % 2 == 0 else ("set", "tight"):
+                    if which == "tight":
+                        tights.append(tight_loop(rt, ex, batch, args.seconds))
+                    else:
+                        sets.append(stream_set_rate([(rt, ex)], k, args.seconds, frames, tag))
+            tight = statistics.median(tights)
+            measured = sets[len(sets) // 2]
+            img_s = statistics.median(m.img_s for m in sets)
             point = {
                 "batch": batch,
                 "streams": k,
                 "inputs": args.inputs,
                 "outputs": "host" if tag is None else "device",
                 "tight_loop_img_s": round(tight, 1),
-                "stream_set_img_s": round(measured.img_s, 1),
-                "ratio": round(measured.img_s / tight, 3),
+                "stream_set_img_s": round(img_s, 1),
+                "ratio": round(img_s / tight, 3),
+                "rounds": [
+                    {"tight": round(t, 1), "set": round(m.img_s, 1)}
+                    for t, m in zip(tights, sets, strict=True)
+                ],
                 "mean_batch": round(measured.mean_batch, 2),
                 "thread_cpu": {
                     name: round(cores, 3)
@@ -329,6 +349,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batches", type=_ints, default=[1, 8, 32, 64], help="batch sizes, or ''")
     p.add_argument("--streams", type=_ints, default=[1, 2, 4], help="streams per GPU")
     p.add_argument("--seconds", type=float, default=4.0, help="window per inference point")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="tight loop and stream set measured this many times each, alternated",
+    )
     p.add_argument("--images", type=Path, help="images to letterbox as the synthetic frames")
     p.add_argument("--clip", type=Path, help="source clip for the 1080p streams test")
     p.add_argument("--cameras", type=_ints, default=[], help="camera counts of the streams test")

@@ -13,6 +13,7 @@ Host cores are the CPU time of the supervisor and its children over the window.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -87,6 +88,16 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> f
     raise SystemExit(f"vidpipe run was not ready after {timeout_s:.0f} s")
 
 
+def _shares(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> list[float]:
+    """Per camera, the share of its captured frames inferred between two snapshots."""
+    shares = []
+    for name in names:
+        b, a = before["cams"][name], after["cams"][name]
+        captured = a["captured"] - b["captured"]
+        shares.append((a["inferred"] - b["inferred"]) / captured if captured else 0.0)
+    return shares
+
+
 def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str, Any]:
     """One count: start the service, warm up, measure a window, stop it."""
     cfg = point_config(args, args.decoder, cameras, workdir / "results.jsonl")
@@ -99,6 +110,9 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         args.processes if args.processes == "auto" else int(args.processes)
     )
     doc["logging"] = {"level": "INFO"}
+    if args.tracking:  # every camera tracks its objects (the tracker's cost on the host)
+        for cam in doc["cameras"]:
+            cam["tracking"] = {"enabled": True}
     config = workdir / f"box-{cameras}.yaml"
     config.write_text(yaml.safe_dump(doc))
     with (workdir / f"box-{cameras}.log").open("wb") as log:
@@ -110,17 +124,16 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         time.sleep(args.warmup)
         names = [c.name for c in cfg.cameras]
         before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
-        time.sleep(args.window)
-        after, cpu1, t1 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
+        marks = [before]
+        for _ in range(args.periods):
+            time.sleep(args.window / args.periods)
+            marks.append(_snapshot(_Scraped(port), names))
+        after, cpu1, t1 = marks[-1], _tree_cpu_s(proc.pid), time.time()
         processes = _Scraped(port).text.count("vidpipe_process_up{")
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(120)
-    shares = []
-    for name in names:
-        b, a = before["cams"][name], after["cams"][name]
-        captured = a["captured"] - b["captured"]
-        shares.append((a["inferred"] - b["inferred"]) / captured if captured else 0.0)
+    shares = _shares(before, after, names)
     p95 = bucket_quantile(before["buckets"], after["buckets"], 0.95)
     point = {
         "cameras": cameras,
@@ -134,6 +147,15 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
         "exit_code": code,
         "mps": _mps_line(workdir / f"box-{cameras}.log"),
+        "periods": [
+            {
+                "worst_share": round(min(_shares(a, b, names)), 4),
+                "p95_latency_s": bucket_quantile(a["buckets"], b["buckets"], 0.95),
+            }
+            for a, b in itertools.pairwise(marks)
+        ]
+        if args.periods > 1
+        else [],
     }
     point["holds"] = point["worst_share"] >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
     return point
@@ -157,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard-assignment", default="balanced", choices=("rendezvous", "balanced"))
     p.add_argument("--warmup", type=float, default=20.0, help="seconds after READY")
     p.add_argument("--window", type=float, default=20.0, help="measurement window, seconds")
+    p.add_argument(
+        "--periods", type=int, default=1, help="the window in this many parts, each reported"
+    )
+    p.add_argument("--tracking", action="store_true", help="tracking on every camera")
     p.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to READY")
     p.add_argument("--json", type=Path, required=True, help="result file (JSON lines)")
     args = p.parse_args(argv)

@@ -107,6 +107,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 proc.terminate()
                 proc.wait(60)
         tail = log.read_text()[-2000:] if proc.returncode not in (0, -15) else ""
+        if args.log_dir:
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+            (args.log_dir / f"startup-{args.cameras}.log").write_text(log.read_text())
     return {"cameras": args.cameras, **{k: round(v, 2) for k, v in marks.items()}, "log": tail}
 
 
@@ -137,6 +140,7 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--seconds", type=float, default=120.0, help="give up after this long")
+    p.add_argument("--log-dir", type=Path, help="keep each run's daemon log here")
     args = p.parse_args()
     for n in args.cameras:
         print(json.dumps(measure(argparse.Namespace(**{**vars(args), "cameras": n}))), flush=True)

@@ -230,3 +230,50 @@ def test_cuda_graphs_match_eager_execution_gpu(model_path: Path, assets_dir: Pat
         outs[graphs] = {c.tag: c.outputs[0] for c in got}  # type: ignore[index]
     for i in range(len(frames)):
         assert float(np.abs(outs[True][i] - outs[False][i]).max()) < 1e-3
+
+
+def test_a_service_start_serves_at_once_and_fills_in_the_graphs_while_batches_run_gpu(
+    model_path: Path, assets_dir: Path
+) -> None:
+    """``build_gpu_backend`` (a service's start) returns with the graph of ``max_batch`` on
+    every stream; its background thread adds every other size while batches keep running
+    (each capture pauses the process's GPU work, ``GPU_GATE``), no batch fails meanwhile, and
+    each size's replay then gives the eager module's outputs."""
+    import time
+
+    frames = list(letterboxed(assets_dir).values())[:8]
+
+    def backend_of(graphs: bool) -> StreamSetBackend:
+        adv = GpuAdvanced(streams=2, max_batch=8, batch_timeout_ms=2, cuda_graphs=graphs)
+        return build_gpu_backend(model_path, GpuConfig(type="torch", advanced=adv))
+
+    backend = backend_of(True)
+    ex = backend.sets[0].executor
+    got: list[Completion] = []
+    try:
+        contexts = ex.contexts  # type: ignore[attr-defined]
+        assert len(contexts) == 2
+        assert all(8 in ctx._graphs for ctx in contexts)  # served from the start
+        deadline, i = time.monotonic() + 240, 0
+        while any(sorted(ctx._graphs) != [1, 2, 4, 8] for ctx in contexts):
+            assert time.monotonic() < deadline, [sorted(c._graphs) for c in contexts]
+            lend_and_submit(backend, frames[i % len(frames)], i, got.append)
+            i += 1
+        assert backend.drain(30)
+        assert got and all(c.error is None for c in got), [c.error for c in got if c.error]
+        replayed: dict[int, np.ndarray] = {}
+        for i, x in enumerate(frames[:3]):  # one at a time: batches of 1, the graph of 1
+            lend_and_submit(backend, x, i, lambda c: replayed.__setitem__(c.tag, c.outputs[0]))
+            assert backend.drain(30)
+    finally:
+        backend.close()
+    eager = backend_of(False)
+    try:
+        expected: dict[int, np.ndarray] = {}
+        for i, x in enumerate(frames[:3]):
+            lend_and_submit(eager, x, i, lambda c: expected.__setitem__(c.tag, c.outputs[0]))
+            assert eager.drain(30)
+    finally:
+        eager.close()
+    for i in range(3):
+        assert float(np.abs(replayed[i] - expected[i]).max()) < 1e-3

@@ -55,10 +55,6 @@ ADV = "  type: torch\n  advanced:\n"
             "inference.advanced.workspace_mib (line 6): applies to type tensorrt only, not torch",
         ),
         (
-            ADV + "    engine_cache_dir: /tmp\n",
-            "inference.advanced.engine_cache_dir (line 6): applies to type tensorrt only",
-        ),
-        (
             "  type: tensorrt\n  advanced:\n    cuda_graphs: true\n",
             "inference.advanced.cuda_graphs (line 6): applies to type torch only, not tensorrt",
         ),

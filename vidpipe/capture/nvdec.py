@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidpipe.capture.native_stderr import install as install_native_stderr
+from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.redact import redact_text
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,8 @@ class NvdecReader:
 
     def _decode(self, packet: Any) -> None:
         try:
-            frames = self._decoder.Decode(packet)
+            with GPU_GATE.work():  # not the demuxing before it: a live camera waits there
+                frames = self._decoder.Decode(packet)
         except Exception as exc:
             self.decode_errors += 1
             self._consecutive += 1

@@ -35,6 +35,7 @@ from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
+from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.metrics import Metrics
 from vidpipe.types import DeviceImage
 
@@ -216,9 +217,10 @@ def nv12_to_bgr(nv12: Any, ready: Any = None) -> npt.NDArray[np.uint8]:
     ``ready`` (the copy's event) is waited for first: the copy ran on the camera's stream,
     which the caller's stream does not follow by itself.
     """
-    if ready is not None:
-        ready.synchronize()
-    host = nv12.cpu().numpy() if hasattr(nv12, "cpu") else np.asarray(nv12)
+    with GPU_GATE.work():
+        if ready is not None:
+            ready.synchronize()
+        host = nv12.cpu().numpy() if hasattr(nv12, "cpu") else np.asarray(nv12)
     bgr = cv2.cvtColor(np.ascontiguousarray(host, np.uint8), cv2.COLOR_YUV2BGR_NV12)
     return np.asarray(bgr, np.uint8)
 
@@ -336,7 +338,7 @@ class NvdecSource:
             attribute_camera(self._camera, self._url)
         reader = self._open_reader()
         try:
-            with self._stream():
+            with GPU_GATE.work(), self._stream():
                 opened = reader.open()
         except NvdecError as exc:  # its message is redacted already
             raise SourceError("open_failed", str(exc)) from None
@@ -365,7 +367,8 @@ class NvdecSource:
             if self._own_copy is None:  # a reader was given without its copy
                 raise SourceError("read_failed", "no way to copy the frame out of the decoder")
             try:
-                nv12, ready = self._own_copy(surface)
+                with GPU_GATE.work():  # the decode is gated by the reader (not its demuxing)
+                    nv12, ready = self._own_copy(surface)
             except NvdecError as exc:
                 raise SourceError("read_failed", str(exc)) from None
         height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
@@ -377,7 +380,7 @@ class NvdecSource:
         """Play a file again on the same decoder (``NvdecReader.rewind``); False: reopen."""
         if self._reader is None:
             return False
-        with self._stream():
+        with GPU_GATE.work(), self._stream():
             return self._reader.rewind()
 
     def _count_errors(self) -> None:

@@ -219,8 +219,9 @@ class GpuAdvanced(ConfigModel):
     )
     engine_cache_dir: Path | None = Field(
         None,
-        description="where built engines are kept (tensorrt only; unset: "
-        f"{DEFAULT_ENGINE_CACHE}); set it where the service user cannot write its home",
+        description="where built engines (tensorrt) and converted models (torch) are kept, so "
+        f"that a restart skips building them (unset: {DEFAULT_ENGINE_CACHE}); set it where the "
+        "service user cannot write its home",
     )
 
     @property
@@ -272,11 +273,10 @@ class GpuConfig(InferenceConfigBase):
     def _tensorrt_only(self) -> GpuConfig:
         # the leading path lets the loader point at the key's own line
         if self.type == "torch":
-            for name in ("workspace_mib", "engine_cache_dir"):
-                if getattr(self.advanced, name) is not None:
-                    raise ValueError(
-                        f"inference.advanced.{name}: applies to type tensorrt only, not torch"
-                    )
+            if self.advanced.workspace_mib is not None:
+                raise ValueError(
+                    "inference.advanced.workspace_mib: applies to type tensorrt only, not torch"
+                )
         elif self.advanced.cuda_graphs is not None:
             raise ValueError(
                 "inference.advanced.cuda_graphs: applies to type torch only, not tensorrt"

@@ -35,7 +35,7 @@ def build_gpu_backend(model_path: Path, cfg: GpuConfig) -> StreamSetBackend:
     try:
         for dev in cfg.devices:
             rt = CudaRuntime(dev)
-            devices.append((rt, make_executor(model_path, rt, cfg)))
+            devices.append((rt, make_executor(model_path, rt, cfg, background=True)))
     except BaseException:
         for _, ex in devices:
             ex.close()
@@ -48,14 +48,24 @@ def build_gpu_backend(model_path: Path, cfg: GpuConfig) -> StreamSetBackend:
     return backend
 
 
-def make_executor(model_path: Path, rt: CudaRuntime, cfg: GpuConfig) -> BatchExecutor:
-    """The executor named by ``cfg.type`` for one device."""
+def make_executor(
+    model_path: Path, rt: CudaRuntime, cfg: GpuConfig, background: bool = False
+) -> BatchExecutor:
+    """The executor named by ``cfg.type`` for one device; ``background``: a service's start,
+    where what can wait (torch: the CUDA graphs of all but the largest batch) is done while
+    the cameras run."""
     adv = cfg.advanced
     if cfg.type == "torch":
         from vidpipe.infer.torch_executor import TorchExecutor
 
         return TorchExecutor(
-            model_path, rt.device, adv.max_batch, cfg.precision, adv.cuda_graphs is not False
+            model_path,
+            rt.device,
+            adv.max_batch,
+            cfg.precision,
+            adv.cuda_graphs is not False,
+            cache_dir=adv.cache_dir,
+            background=background,
         )
     if cfg.type == "tensorrt":
         from vidpipe.infer.tensorrt import TensorRTExecutor

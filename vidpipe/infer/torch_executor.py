@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import collections
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer import onnx_prep
 from vidpipe.infer.base import BackendError
 from vidpipe.infer.gpu_base import ExecutorInfo
+from vidpipe.infer.torch_cache import cached_module, module_key
 from vidpipe.postprocess.gpu import GPU_POSTPROCESSORS, GpuPostprocess
 from vidpipe.preprocess.gpu import nv12_letterbox_batch_into
 from vidpipe.preprocess.gpu_kernel import compile_letterbox, letterbox_rows
@@ -82,10 +85,13 @@ class TorchContext:
     operations holds the GIL for milliseconds per batch: measured on the H200 to starve the
     other pipeline threads (benchmarks/README.md).
 
-    The graphs are captured when the context is made, before any camera starts. Captured in
-    the background while NVDEC cameras decoded, the capture was invalidated by the cameras'
-    stream work, and their copies failed (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), on
-    the H200 (``benchmarks/results/gpu/overload-h200-background-capture.jsonl``).
+    A context starts with the graphs of the sizes its creating thread warmed up: every size,
+    or in a service (``TorchExecutor(background=True)``) ``max_batch`` alone, which every batch
+    fits; the executor's background thread adds the others (``capture_more``). A capture waits
+    for this context's enqueues (``_lock``) and pauses the process's other GPU work
+    (``GPU_GATE``): captured while NVDEC cameras decoded, the capture was invalidated by the
+    cameras' stream work, and their copies failed (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``),
+    on the H200 (``benchmarks/results/gpu/overload-h200-background-capture.jsonl``).
     """
 
     def __init__(self, ex: TorchExecutor, stream: int, d_input: int, d_outputs: list[int]) -> None:
@@ -100,10 +106,15 @@ class TorchContext:
             torch.as_tensor(_DeviceArray(ptr, (b, *o.shape), "<f4"), device=ex.device)
             for ptr, o in zip(d_outputs, ex.io.outputs, strict=True)
         ]
+        self._lock = threading.Lock()  # enqueue and letterbox against a background capture
+        #: Captured graphs by batch size; replaced whole (read by enqueue without a copy).
         self._graphs: dict[int, Any] = {}
         self._held: collections.deque[tuple[Any, list[Any]]] = collections.deque()
         if ex.cuda_graphs:
-            self._capture()
+            self._pool = torch.cuda.graph_pool_handle()
+            self._side = torch.cuda.Stream(device=ex.device)
+            self._capture(ex.sizes_for_new_context())
+        ex.contexts.append(self)
 
     def _run(self, batch: int) -> None:
         ys = self._ex.module(self._input[:batch])
@@ -112,32 +123,52 @@ class TorchContext:
         for dst, y in zip(self._outputs, ys, strict=True):
             dst[:batch].copy_(y)
 
-    def _capture(self) -> None:
-        """Capture every graph size, largest first, sharing one memory pool per slot."""
+    def _capture(self, sizes: list[int]) -> None:
+        """Capture ``sizes``, largest first, into this slot's one memory pool.
+
+        Before each capture the module runs once on the side stream, on a tensor of its own:
+        lazy per-stream initialisation must not be captured, and this slot's buffers may be
+        in use by batches still running on its stream."""
         torch = self._ex.torch
-        pool = torch.cuda.graph_pool_handle()
-        side = torch.cuda.Stream(device=self._ex.device)
+        t0 = time.perf_counter()
+        graphs = dict(self._graphs)
+        shape = self._ex.io.input.shape
         with torch.cuda.device(self._ex.device), torch.inference_mode():
-            for size in sorted(graph_sizes(self._ex.max_batch), reverse=True):
-                with torch.cuda.stream(side):
-                    self._run(size)  # eager first: lazy initialisation must not be captured
-                side.synchronize()
+            for size in sorted(sizes, reverse=True):
+                with torch.cuda.stream(self._side):
+                    self._ex.module(
+                        torch.full((size, *shape), 114, dtype=torch.uint8, device=self._ex.device)
+                    )
+                self._side.synchronize()
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(
-                    graph, pool=pool, stream=side, capture_error_mode="thread_local"
+                    graph, pool=self._pool, stream=self._side, capture_error_mode="thread_local"
                 ):
                     self._run(size)
-                self._graphs[size] = graph
-            side.synchronize()
-        self._sizes = sorted(self._graphs)
+                graphs[size] = graph
+            self._side.synchronize()
+        self._graphs = graphs
+        log.info(
+            "torch executor on %s: graphs of batch sizes %s captured in %.1f s",
+            self._ex.device,
+            sorted(graphs),
+            time.perf_counter() - t0,
+        )
+
+    def capture_more(self, sizes: list[int]) -> None:
+        """Add graphs of ``sizes`` (warmed up on the calling thread), with no enqueue on this
+        context and no other GPU work of the process running meanwhile."""
+        with self._lock, GPU_GATE.exclusive():
+            if self._outputs:  # not closed
+                self._capture([s for s in sizes if s not in self._graphs])
 
     def enqueue(self, batch: int) -> None:
         """Queue the model on the slot's stream; returns once the work is queued."""
         torch = self._ex.torch
-        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
-            if self._graphs:
-                size = next(s for s in self._sizes if s >= batch)
-                self._graphs[size].replay()
+        with self._lock, torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
+            graphs = self._graphs
+            if graphs:
+                graphs[min(s for s in graphs if s >= batch)].replay()
                 return
             with torch.inference_mode():
                 self._run(batch)
@@ -160,7 +191,7 @@ class TorchContext:
         by_size: dict[tuple[int, int], list[tuple[int, DeviceImage]]] = {}
         for row, image in rows:
             by_size.setdefault((image.height, image.width), []).append((row, image))
-        with torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
+        with self._lock, torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
             for group in by_size.values():
                 for _, image in group:
                     if image.ready is not None:
@@ -191,15 +222,26 @@ class TorchContext:
         self._held.append((done, pictures))
 
     def close(self) -> None:
-        self.stream.synchronize()  # the held pictures' readers have run
-        self._held.clear()
-        self._graphs = {}
-        self._input = None
-        self._outputs = []
+        with self._lock:
+            self.stream.synchronize()  # the held pictures' readers have run
+            self._held.clear()
+            self._graphs = {}
+            self._input = None
+            self._outputs = []
 
 
 class TorchExecutor:
-    """The ONNX model as a PyTorch module on one CUDA device (``BatchExecutor``)."""
+    """The ONNX model as a PyTorch module on one CUDA device (``BatchExecutor``).
+
+    Args:
+        cuda_graphs: capture the model per size of ``graph_sizes`` (else run it eagerly).
+        autotune: cuDNN's per-shape autotuning (``cudnn.benchmark``): 4 s a size at start-up
+            on the H200, 7 % more img/s at batch 64 (``benchmarks.startup_phases``).
+        cache_dir: where the converted module is kept between starts (``torch_cache``).
+        background: warm up and capture ``max_batch`` only, and every other size on a
+            background thread while the pipeline runs (a service's start); else every size
+            before this returns (tests and benchmarks, which time a steady state).
+    """
 
     def __init__(
         self,
@@ -208,42 +250,72 @@ class TorchExecutor:
         max_batch: int,
         precision: str,
         cuda_graphs: bool = True,
+        autotune: bool = True,
+        cache_dir: Path | None = None,
+        background: bool = False,
     ) -> None:
+        t0 = time.perf_counter()
         self.torch = torch = _torch()
+        #: Seconds of each start-up phase (logged; ``benchmarks.startup_phases`` reads it).
+        self.timings: dict[str, float] = {"import_s": time.perf_counter() - t0}
         self.cuda_graphs = cuda_graphs
-        try:
-            import onnx2torch
-        except ImportError as exc:
-            raise BackendError(f"inference type 'torch' needs onnx2torch ({exc})") from None
         self.device = torch.device("cuda", device)
         self.max_batch = max_batch
-        model, self.io = onnx_prep.prepare(
-            onnx_prep.load_model(model_path), model_path, "f16" if precision == "f16" else "f32"
-        )
-        try:
-            module = onnx2torch.convert(model)
-        except Exception as exc:
-            raise BackendError(f"onnx2torch cannot convert {model_path}: {exc}") from None
-        module = module.eval().to(self.device)
-        if precision == "f16":
-            module = module.half()
-        self._keep_shape_buffers_on_host(module)
-        torch.backends.cudnn.benchmark = True
+        self.precision = precision
+        self.module = self._load(model_path, precision, cache_dir)
+        self.timings["convert_s"] = time.perf_counter() - t0 - self.timings["import_s"]
+        torch.backends.cudnn.benchmark = autotune
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        self.module = module
-        self.precision = precision
         # NVDEC pictures are letterboxed on the GPU: one fused kernel where it compiles
+        t1 = time.perf_counter()
         self.letterbox_kernel, letterbox = compile_letterbox(torch, self.device)
+        self.timings["letterbox_s"] = time.perf_counter() - t1
         self.info = ExecutorInfo(
             backend="torch",
             model=model_path.name,
             precision=precision,
-            runtime=f"onnx2torch {getattr(onnx2torch, '__version__', '?')}, "
-            f"torch {torch.__version__}, cuda graphs {'on' if cuda_graphs else 'off'}, "
-            f"gpu letterbox {letterbox}",
+            runtime=f"onnx2torch {self._onnx2torch_version}, torch {torch.__version__}, "
+            f"cuda graphs {'on' if cuda_graphs else 'off'}, gpu letterbox {letterbox}",
         )
-        self._warm_up()
+        self.contexts: list[TorchContext] = []
+        sizes = graph_sizes(max_batch) if cuda_graphs else list(range(1, max_batch + 1))
+        first = [max_batch] if background and cuda_graphs else sizes
+        self._warm_up(first)
+        self._closing = threading.Event()
+        self._later = [s for s in sizes if s not in first]
+        self._thread: threading.Thread | None = None
+        if self._later:
+            self._thread = threading.Thread(
+                target=self._capture_later, name=f"vidpipe-graphs-gpu{device}", daemon=True
+            )
+            self._thread.start()
+
+    def _load(self, model_path: Path, precision: str, cache_dir: Path | None) -> Any:
+        """The module on the device, converted by onnx2torch (or from ``cache_dir``)."""
+        torch = self.torch
+        try:
+            import onnx2torch
+        except ImportError as exc:
+            raise BackendError(f"inference type 'torch' needs onnx2torch ({exc})") from None
+        self._onnx2torch_version = getattr(onnx2torch, "__version__", "?")
+        prep = "f16" if precision == "f16" else "f32"
+        model, self.io = onnx_prep.prepare(onnx_prep.load_model(model_path), model_path, prep)
+
+        def convert() -> Any:
+            try:
+                return onnx2torch.convert(model)
+            except Exception as exc:
+                raise BackendError(f"onnx2torch cannot convert {model_path}: {exc}") from None
+
+        key = module_key(model_path, prep, torch, onnx2torch)
+        module, cached = cached_module(cache_dir, model_path, key, torch, convert)
+        self.timings["cached"] = float(cached)
+        module = module.eval().to(self.device)
+        if precision == "f16":
+            module = module.half()
+        self._keep_shape_buffers_on_host(module)
+        return module
 
     @staticmethod
     def _keep_shape_buffers_on_host(module: Any) -> None:
@@ -252,23 +324,69 @@ class TorchExecutor:
                 if buf is not None and buf.numel() <= _SMALL_BUFFER:
                     setattr(owner, name, buf.cpu())
 
-    def _warm_up(self) -> None:
-        """Every batch size that will run once: cuDNN autotunes per shape (never during a
-        graph capture, nor later on a stream the pipeline waits for)."""
+    def _warm_up(self, sizes: list[int]) -> None:
+        """Run each batch size once on this thread: cuDNN plans (and autotunes) per shape and
+        per thread, and must never do so during a graph capture, nor later on a stream the
+        pipeline waits for."""
         torch = self.torch
         shape = self.io.input.shape
         t0 = time.perf_counter()
-        sizes = graph_sizes(self.max_batch) if self.cuda_graphs else range(1, self.max_batch + 1)
         with torch.cuda.device(self.device), torch.inference_mode():
             for b in sizes:
+                t1 = time.perf_counter()
                 x = torch.full((b, *shape), 114, dtype=torch.uint8, device=self.device)
                 self.module(x)
-            torch.cuda.synchronize(self.device)
+                torch.cuda.synchronize(self.device)
+                self.timings[f"warm_up_{b}_s"] = time.perf_counter() - t1
+        self.timings["warm_up_s"] = self.timings.get("warm_up_s", 0.0) + time.perf_counter() - t0
         log.info(
-            "torch executor on %s: warmed up batch sizes %s in %.1f s",
+            "torch executor on %s: warmed up batch sizes %s in %.1f s (import %.1f s, "
+            "conversion %.1f s%s, letterbox kernel %.1f s)",
             self.device,
             list(sizes),
             time.perf_counter() - t0,
+            self.timings["import_s"],
+            self.timings["convert_s"],
+            " from the cache" if self.timings["cached"] else "",
+            self.timings["letterbox_s"],
+        )
+
+    def sizes_for_new_context(self) -> list[int]:
+        """The graph sizes a new context captures at once: ``max_batch`` while the background
+        thread will still add the others, else every size."""
+        if self._thread is not None and self._thread.is_alive():
+            return [self.max_batch]
+        return graph_sizes(self.max_batch)
+
+    def _capture_later(self) -> None:
+        """The background thread: warm up each remaining size (cuDNN plans per thread, and a
+        capture pauses the process's GPU work, so the slow part comes first, outside it) and
+        add its graphs to every context, smallest first (small batches are the common case of
+        a lightly loaded process). A failure leaves the contexts with the graphs they have,
+        which every batch fits."""
+        t0 = time.perf_counter()
+        try:
+            for size in sorted(self._later):
+                if self._closing.is_set():
+                    return
+                self._warm_up([size])
+                for ctx in list(self.contexts):
+                    ctx.capture_more([size])
+            for ctx in list(self.contexts):  # contexts made while the sizes above were done
+                ctx.capture_more(graph_sizes(self.max_batch))
+        except Exception as exc:
+            log.warning(
+                "torch executor on %s: background graph capture stopped (%s); every batch "
+                "runs the graphs captured so far",
+                self.device,
+                exc,
+            )
+            return
+        self.timings["background_s"] = time.perf_counter() - t0
+        log.info(
+            "torch executor on %s: every graph size ready, %.1f s after the start",
+            self.device,
+            self.timings["background_s"],
         )
 
     def device_postprocess(self, decoder: str) -> TorchDevicePostprocess | None:
@@ -282,6 +400,9 @@ class TorchExecutor:
         return TorchContext(self, stream, d_input, d_outputs)
 
     def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(30.0)
         self.module = None
 
 
@@ -305,7 +426,7 @@ class TorchDevicePostprocess:
         )
         masks = self._post.masks_for([r.class_ids for r in requests])
         self._post.iou_threshold = float(requests[0].iou_threshold)
-        with torch.cuda.device(self._ex.device), torch.inference_mode():
+        with GPU_GATE.work(), torch.cuda.device(self._ex.device), torch.inference_mode():
             return self._post(
                 out, [r.letterbox for r in requests], [r.score_threshold for r in requests], masks
             )

@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.preprocess.yuv import BGR_FROM_UV, Y_GAIN
 from vidpipe.types import DeviceImage
 
@@ -90,7 +91,7 @@ def device_crop(image: DeviceImage, box: tuple[int, int, int, int]) -> Any:
 
     if not image.nv12.is_cuda:  # a picture in host memory (tests on the CPU build)
         return nv12_crops(torch, image.nv12, [box], CROP_SIZE[0], CROP_SIZE[1])[0]
-    with torch.cuda.device(image.nv12.device):
+    with GPU_GATE.work(), torch.cuda.device(image.nv12.device):
         if image.ready is not None:  # written on another stream: wait for it on ours
             torch.cuda.current_stream().wait_event(image.ready)
         return nv12_crops(torch, image.nv12, [box], CROP_SIZE[0], CROP_SIZE[1])[0]

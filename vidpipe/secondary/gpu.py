@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.config.models import NamedModelConfig
+from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer.torch_embedder import TorchEmbedder
 from vidpipe.preprocess.crops import CROP_SIZE, fit_crop
 from vidpipe.secondary.lane import OnEmbedded, Vector
@@ -52,7 +53,7 @@ class TorchReidEmbedder:
     def submit(self, crop_bgr: Any, tag: object, on_done: OnEmbedded) -> None:
         """Embed one crop now and hand the normalised vector (or the error) to ``on_done``."""
         try:
-            with self._lock:
+            with self._lock, GPU_GATE.work():
                 vector: Vector | BaseException = self._model.embed(self._input(crop_bgr))[0]
         except Exception as exc:  # a device error: the crop is counted as failed
             vector = exc
@@ -73,5 +74,5 @@ class TorchReidEmbedder:
 
     def embed(self, image_bgr: npt.NDArray[np.uint8]) -> Vector:
         """One picture's normalised embedding (search by picture; any thread)."""
-        with self._lock:
+        with self._lock, GPU_GATE.work():
             return self._model.embed(self._input(np.asarray(image_bgr, np.uint8)))[0]
