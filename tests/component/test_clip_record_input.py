@@ -131,3 +131,66 @@ def test_no_clip_of_stale_packets_while_the_record_input_is_down(
     recorder.close(5)
     assert failed() == 1
     assert not list((tmp_path / "hall").glob("*.mp4"))
+
+
+def decoded_pictures(clip: Path, n: int) -> dict[int, np.ndarray]:
+    """The first ``n`` pictures of ``clip`` decoded whole by PyAV, by pts."""
+    import av
+
+    out: dict[int, np.ndarray] = {}
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            out[frame.pts] = frame.to_ndarray(format="bgr24")
+            if len(out) >= n:
+                break
+    return out
+
+
+def test_a_shot_is_cut_from_the_record_picture_that_arrived_nearest_at_its_scale(
+    assets_dir: Path,
+) -> None:
+    from vidpipe.clips.ring import Segment
+    from vidpipe.clips.shots import Shot, record_crops
+
+    clip = assets_dir / "videos" / CLIPS
+    params, packets = packets_of(clip, 40)
+    base = 100.0
+    timed = tuple(dataclasses.replace(p, t_capture=base + 0.1 * i) for i, p in enumerate(packets))
+    # detected on a 384x216 sub-stream: the record stream (the clip, 768x432) is twice its size
+    near_23 = Shot(1, "person", 0.9, (150.0, 100.0, 200.0, 210.0), 384, 216, base + 2.32)
+    near_35 = Shot(2, "person", 0.8, (10.0, 20.0, 30.0, 60.0), 384, 216, base + 3.46)
+    crops = record_crops(Segment(params, timed), [near_23, near_35], padding=0.0)
+    assert [c.tracker_id for c in crops] == [1, 2]
+    whole = decoded_pictures(clip, 40)
+    assert packets[23].pts is not None and packets[35].pts is not None
+    assert np.array_equal(crops[0].image, whole[packets[23].pts][200:420, 300:400])
+    assert np.array_equal(crops[1].image, whole[packets[35].pts][40:120, 20:60])
+    # padding grows the box at the record stream's scale, clipped to its picture
+    (padded,) = record_crops(Segment(params, timed), [near_23], padding=0.1)
+    assert padded.image.shape == (432 - 178, 410 - 290, 3)
+
+
+def test_a_record_input_clip_with_crops_from_the_record_stream_writes_them_at_its_size(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    params, packets = packets_of(assets_dir / "videos" / CLIPS, 50)
+    camera = record_camera("hall", tmp_path)
+    clips = camera.clips.model_copy(
+        update={"crop": camera.clips.crop.model_copy(update={"source": "record"})}
+    )
+    recorder = ClipRecorder(Metrics())
+    ring = recorder.add_camera(camera.model_copy(update={"clips": clips}), frozenset())
+    assert not recorder.wants_images  # the detect frames' pictures are not kept
+    base = time.monotonic() - 30.0
+    ring.on_stream("hall", params)
+    for i, p in enumerate(packets):
+        ring.on_packet("hall", dataclasses.replace(p, t_capture=base + 0.1 * i))
+        if i == 28:  # the box (300, 200, 400, 420) of a 768x432 detect frame: scale 1
+            trigger(recorder, "hall", base + 2.55)
+    side = wait_sidecar(tmp_path / "hall")
+    recorder.close(5)
+    (crop,) = side["crops"]
+    assert crop["tracker_id"] == 1 and crop["label"] == "person"
+    # padding 0.1: 10 and 22 pixels on each side, the bottom clipped at 432
+    assert (crop["width"], crop["height"]) == (120, 432 - 178), side
+    assert (tmp_path / "hall" / crop["file"]).read_bytes()[:3] == b"\xff\xd8\xff"

@@ -230,3 +230,49 @@ def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_wh
         main_server.restart()
         wait_for(lambda: up("record") == 1, 90, "the record input back")
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+
+
+def test_crop_source_record_cuts_the_best_shot_from_the_main_stream_at_its_scale(
+    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
+) -> None:
+    sub_dir, main_dir = streams
+    clips_dir = tmp_path / "clips"
+    out = tmp_path / "events.jsonl"
+    with (
+        RtspServer(sub_dir, loop=True) as sub_server,
+        RtspServer(main_dir, loop=True) as main_server,
+    ):
+        config = dual_config(repo_root, assets_dir, sub_server.url(PERSON),
+                             main_server.url(PERSON), clips_dir, free_port())  # fmt: skip
+        config["cameras"][0]["clips"]["crop"] = {"source": "record"}
+        config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
+        daemon = run_daemon(config)
+
+        def clip_with_crop() -> bool:
+            assert daemon.proc.poll() is None, daemon.log()[-3000:]
+            return any(s["crops"] for s in sidecars(clips_dir / "walkway"))
+
+        wait_for(clip_with_crop, 200, "a clip with a best-shot crop")
+        assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+    side = next(s for s in sidecars(clips_dir / "walkway") if s["crops"])
+    crop = side["crops"][0]
+    # the best shot: the track's detection on the sub-stream with the crop's score
+    (box,) = {
+        tuple(d["box"])
+        for r in records(out)
+        for d in r.get("detections") or ()
+        if d.get("tracker_id") == crop["tracker_id"] and d["score"] == crop["score"]
+    }
+    # its box at the main stream's scale, padded by the default 0.1, clipped to the picture
+    scale = MAIN_W / SUB_W
+    x1, y1, x2, y2 = (v * scale for v in box)
+    px, py = 0.1 * (x2 - x1), 0.1 * (y2 - y1)
+    width = min(MAIN_W, x2 + px) - max(0.0, x1 - px)
+    height = min(MAIN_H, y2 + py) - max(0.0, y1 - py)
+    assert crop["width"] == pytest.approx(width, abs=2), (crop, box)
+    assert crop["height"] == pytest.approx(height, abs=2), (crop, box)
+    assert crop["width"] > (box[2] - box[0]) * 1.5  # not the sub-stream's pixels
+    # what the detector reads in the crop: a person (the record picture is the one that
+    # arrived nearest the detected frame, so no box or score is compared)
+    (reading,) = detect_offline(assets_dir, [clips_dir / "walkway" / crop["file"]], tmp_path)
+    assert any(d["label"] == "person" for d in reading["detections"]), reading

@@ -83,3 +83,21 @@ def test_unknown_trigger_class_names_the_camera_and_path() -> None:
     ]
     ok = clip_trigger_classes(parse_config(BASE), lambda _: Labels(["car", "person"]))
     assert ok == {"door": frozenset({1}), "yard": frozenset({1})}  # shed records nothing
+
+
+def test_crops_from_the_record_stream_need_a_record_input() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(BASE.replace("crop: {padding: 0.2}", "crop: {source: record}"))
+    assert any(
+        p.startswith("cameras[1].clips")
+        and "camera 'yard': crop.source: record needs a record input" in p
+        for p in err.value.problems
+    ), err.value.problems
+    dual = BASE.replace(
+        "    url: rtsp://10.0.0.3/stream\n",
+        "    inputs:\n      - {url: rtsp://10.0.0.3/sub, roles: [detect]}\n"
+        "      - {url: rtsp://10.0.0.3/main, roles: [record]}\n    clips:\n"
+        "      crop: {source: record}\n",
+    )
+    door, yard, _ = (c.clips for c in parse_config(dual).cameras)
+    assert (door.crop.source, yard.crop.source) == ("detect", "record")

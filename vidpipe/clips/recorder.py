@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from vidpipe.clips.ring import PacketRing, Segment
+from vidpipe.clips.shots import Crop, Shot, padded_box
 from vidpipe.clips.store import clean_temp, clip_id, enforce
-from vidpipe.clips.writer import ClipJob, ClipWriteError, Crop, write_clip
+from vidpipe.clips.writer import ClipJob, ClipWriteError, write_clip
 from vidpipe.config import CameraConfig, ClipsConfig, SchedulerConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
 from vidpipe.sinks.record import event_record
@@ -63,6 +64,7 @@ class _OpenClip:
     classes: list[str] = field(default_factory=list)
     tracker_ids: list[int] = field(default_factory=list)
     crops: dict[int, Crop] = field(default_factory=dict)
+    shots: dict[int, Shot] = field(default_factory=dict)  # clips.crop.source: record
 
 
 class _Camera:
@@ -85,6 +87,9 @@ class _Camera:
         self.source: dict[str, str] = (
             {"input": "record", "aligned_by": "arrival"} if cam.record_input else {}
         )
+        # crops cut from the record stream when the clip is written (``shots.py``): the
+        # result's picture is not needed
+        self.crop_from_record = cam.clips.crop.source == "record"
 
     def new_id(self, wall_time: float) -> str:
         """A clip id not yet used by this camera in this process."""
@@ -150,7 +155,9 @@ class ClipRecorder:
         camera = _Camera(cam, class_ids, ring, camera_dir)
         with self._lock:
             self._cameras = {**self._cameras, cam.name: camera}
-            self.wants_images = any(c.cfg.crop.enabled for c in self._cameras.values())
+            self.wants_images = any(
+                c.cfg.crop.enabled and not c.crop_from_record for c in self._cameras.values()
+            )
         self._retention(camera)
         self._start()
         return ring
@@ -181,8 +188,11 @@ class ClipRecorder:
         with self._lock:
             if hits:
                 self._trigger(camera, result, hits)
-            if camera.open is not None and result.image is not None and camera.cfg.crop.enabled:
-                self._update_crops(camera, camera.open, result)
+            if camera.open is not None and camera.cfg.crop.enabled:
+                if camera.crop_from_record:
+                    self._update_shots(camera.open, result)
+                elif result.image is not None:
+                    self._update_crops(camera, camera.open, result)
             announce, camera.announce = camera.announce, []
         if announce:
             result = dataclasses.replace(result, events=(*result.events, *announce))
@@ -259,19 +269,30 @@ class ClipRecorder:
         if not better:
             return
         frame = host_image(result.image)  # a GPU picture is downloaded only for a better crop
-        pad = camera.cfg.crop.padding
         h, w = frame.shape[:2]
         for i in better:
-            x1, y1, x2, y2 = det.xyxy[i].tolist()
-            px, py = (x2 - x1) * pad, (y2 - y1) * pad
-            left, top = max(0, int(x1 - px)), max(0, int(y1 - py))
-            right, bottom = min(w, int(x2 + px + 0.999)), min(h, int(y2 + py + 0.999))
-            if right - left < 2 or bottom - top < 2:
+            box = padded_box(det.xyxy[i].tolist(), camera.cfg.crop.padding, w, h)
+            if box is None:
                 continue
+            left, top, right, bottom = box
             tid = int(det.tracker_id[i])
             label = result.labels.name(int(det.class_id[i]))
             crop = frame[top:bottom, left:right].copy()
             clip.crops[tid] = Crop(tid, label, float(det.score[i]), crop)
+
+    def _update_shots(self, clip: _OpenClip, result: FrameResult) -> None:
+        """As ``_update_crops``, keeping each track's best box and time, not its picture."""
+        det = result.detections
+        if det.tracker_id is None:
+            return
+        for i in np.flatnonzero(det.tracker_id >= 0).tolist():
+            tid, score = int(det.tracker_id[i]), float(det.score[i])
+            best = clip.shots.get(tid)
+            if best is None or score > best.score:
+                x1, y1, x2, y2 = det.xyxy[i].tolist()
+                label = result.labels.name(int(det.class_id[i]))
+                clip.shots[tid] = Shot(tid, label, score, (x1, y1, x2, y2), result.width,
+                                       result.height, result.t_capture)  # fmt: skip
 
     # ------------------------------------------------------------------ closing clips
 
@@ -295,10 +316,13 @@ class ClipRecorder:
             self._metrics.clips_failed.labels(camera=camera.name, reason="no_keyframe").inc()
             return None
         wall_offset = time.time() - self._clock()
-        crops = sorted(
-            clip.crops.values(),
-            key=lambda c: (c.tracker_id not in clip.tracker_ids, -c.score),
-        )[: camera.cfg.crop.max_per_clip]
+
+        def best_first(c: Crop | Shot) -> tuple[bool, float]:
+            return c.tracker_id not in clip.tracker_ids, -c.score
+
+        most = camera.cfg.crop.max_per_clip
+        crops = sorted(clip.crops.values(), key=best_first)[:most]
+        shots = sorted(clip.shots.values(), key=best_first)[:most]
         return ClipJob(
             camera=camera.name,
             camera_dir=camera.dir,
@@ -313,6 +337,8 @@ class ClipRecorder:
             seq=clip.seq,
             closed_by=closed_by,
             crops=crops,
+            shots=shots,
+            padding=camera.cfg.crop.padding,
             jpeg_quality=camera.cfg.crop.jpeg_quality,
             source=camera.source,
         )

@@ -15,24 +15,13 @@ from typing import Any
 
 import av
 import cv2
-import numpy as np
-import numpy.typing as npt
 
 from vidpipe.capture.remux import write_mp4
 from vidpipe.clips.ring import Segment
+from vidpipe.clips.shots import Crop, Shot, record_crops
 from vidpipe.fileio import replacing, write_atomic
 from vidpipe.sinks.record import clip_record
 from vidpipe.types import ClipEvent
-
-
-@dataclass(slots=True)
-class Crop:
-    """The best (highest-scoring) picture of one track so far."""
-
-    tracker_id: int
-    label: str
-    score: float
-    image: npt.NDArray[np.uint8]
 
 
 @dataclass(slots=True)
@@ -55,6 +44,9 @@ class ClipJob:
     seq: int
     closed_by: str
     crops: list[Crop] = field(default_factory=list)
+    # clips.crop.source: record: the best shots, cut from the clip's own packets when written
+    shots: list[Shot] = field(default_factory=list)
+    padding: float = 0.1
     jpeg_quality: int = 90
     t_queued: float = 0.0
     # which input the packets came from, where not the detect input ({"input": "record", ...})
@@ -135,7 +127,7 @@ def write_clip(job: ClipJob) -> ClipEvent:
 
 def _write_crops(job: ClipJob, written: list[Path]) -> list[dict[str, Any]]:
     out = []
-    for crop in job.crops:
+    for crop in job.crops or record_crops(job.segment, job.shots, job.padding):
         ok, jpeg = cv2.imencode(".jpg", crop.image, [cv2.IMWRITE_JPEG_QUALITY, job.jpeg_quality])
         if not ok:
             continue

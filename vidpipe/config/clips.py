@@ -52,6 +52,12 @@ class CropConfig(ConfigModel):
     )
     jpeg_quality: int = Field(90, ge=1, le=100)
     max_per_clip: int = Field(8, ge=1, le=100, description="crops of at most this many tracks")
+    source: Literal["detect", "record"] = Field(
+        "detect",
+        description="detect: cut from the detected frame; record: cut from the record input's "
+        "picture that arrived nearest it, at that stream's size (a camera with a record input "
+        "only; decoded once per clip, when it is written)",
+    )
 
 
 class ClipsConfig(ConfigModel):
@@ -86,6 +92,16 @@ class ClipsConfig(ConfigModel):
             return (
                 f"pre_s + post_s ({self.pre_s:g} + {self.post_s:g} s) must not exceed max_s "
                 f"({self.max_s:g} s)"
+            )
+        return None
+
+    def crop_problem(self, has_record_input: bool) -> str | None:
+        """Why the crop settings do not fit the camera, or None (checked by ``Config``)."""
+        record = self.enabled and self.crop.enabled and self.crop.source == "record"
+        if record and not has_record_input:
+            return (
+                "crop.source: record needs a record input (inputs: with roles: [record]); "
+                "set it on the cameras that have one, or use source: detect"
             )
         return None
 

@@ -490,7 +490,9 @@ class Config(ConfigModel):
         if problem:
             raise ValueError(f"clips: {problem}")
         for i, cam in enumerate(self.cameras):
-            problem = cam.clips.window_problem()
+            problem = cam.clips.window_problem() or cam.clips.crop_problem(
+                cam.record_input is not None
+            )
             if problem:
                 raise ValueError(f"cameras[{i}].clips: camera {cam.name!r}: {problem}")
         return self
