@@ -113,7 +113,8 @@ class TorchContext:
         if ex.cuda_graphs:
             self._pool = torch.cuda.graph_pool_handle()
             self._side = torch.cuda.Stream(device=ex.device)
-            self._capture(ex.sizes_for_new_context())
+            with GPU_GATE.exclusive():  # another executor's background warm-up, a reload's
+                self._capture(ex.sizes_for_new_context())
         ex.contexts.append(self)
 
     def _run(self, batch: int) -> None:
@@ -165,6 +166,7 @@ class TorchContext:
     def enqueue(self, batch: int) -> None:
         """Queue the model on the slot's stream; returns once the work is queued."""
         torch = self._ex.torch
+        self._ex.start_later()
         with self._lock, torch.cuda.device(self._ex.device), torch.cuda.stream(self.stream):
             graphs = self._graphs
             if graphs:
@@ -285,9 +287,13 @@ class TorchExecutor:
         self._closing = threading.Event()
         self._later = [s for s in sizes if s not in first]
         self._thread: threading.Thread | None = None
-        if self._later:
+
+    def start_later(self) -> None:
+        """Start the background thread, once the pipeline runs (the first enqueue): its
+        warm-ups would invalidate the captures of contexts still being made."""
+        if self._later and self._thread is None:
             self._thread = threading.Thread(
-                target=self._capture_later, name=f"vidpipe-graphs-gpu{device}", daemon=True
+                target=self._capture_later, name=f"vidpipe-graphs-{self.device}", daemon=True
             )
             self._thread.start()
 
@@ -331,7 +337,7 @@ class TorchExecutor:
         torch = self.torch
         shape = self.io.input.shape
         t0 = time.perf_counter()
-        with torch.cuda.device(self.device), torch.inference_mode():
+        with GPU_GATE.work(), torch.cuda.device(self.device), torch.inference_mode():
             for b in sizes:
                 t1 = time.perf_counter()
                 x = torch.full((b, *shape), 114, dtype=torch.uint8, device=self.device)
@@ -354,7 +360,7 @@ class TorchExecutor:
     def sizes_for_new_context(self) -> list[int]:
         """The graph sizes a new context captures at once: ``max_batch`` while the background
         thread will still add the others, else every size."""
-        if self._thread is not None and self._thread.is_alive():
+        if self._later and (self._thread is None or self._thread.is_alive()):
             return [self.max_batch]
         return graph_sizes(self.max_batch)
 
