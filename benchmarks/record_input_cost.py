@@ -35,13 +35,14 @@ from vidpipe.metrics import Metrics
 from vidpipe.wiring import capture_stage
 
 
-def make_main_stream(clip: Path, out_dir: Path, width: int, height: int) -> Path:
-    """``clip`` scaled to ``width`` x ``height``, as ``main.mp4`` in ``out_dir``."""
+def make_main_stream(clip: Path, out_dir: Path, width: int, height: int, gop: int = 10) -> Path:
+    """``clip`` scaled to ``width`` x ``height``, a keyframe every ``gop`` frames, as
+    ``main.mp4`` in ``out_dir``."""
     out = out_dir / "main.mp4"
     subprocess.run(
         [
             *("ffmpeg", "-v", "error", "-y", "-i", str(clip), "-vf", f"scale={width}:{height}"),
-            *("-c:v", "libx264", "-preset", "veryfast", "-g", "10", "-keyint_min", "10"),
+            *("-c:v", "libx264", "-preset", "veryfast", "-g", str(gop), "-keyint_min", str(gop)),
             *("-sc_threshold", "0", "-bf", "0", "-an", str(out)),
         ],
         check=True,

@@ -131,6 +131,7 @@ def _decode(segment: Segment, wanted: list[int]) -> dict[int, npt.NDArray[np.uin
     for start, indices in groups.items():
         by_pts = {packets[i].pts: i for i in indices}
         decoder: Any = av.CodecContext.create(segment.params.codec, "r")  # a video decoder
+        decoder.thread_count = 1  # the writer thread's own core, not the cameras'
         if segment.params.extradata:
             decoder.extradata = segment.params.extradata
         frames: list[Any] = []
