@@ -1,15 +1,28 @@
 """Decode, score filter and class-aware NMS for a whole batch, on the GPU (PyTorch).
 
 The same function as :func:`vidpipe.postprocess.pipeline.postprocess` with the decoders of
-:mod:`vidpipe.postprocess.decode`, run on a batch of outputs in device memory so that only the
-kept detections come back to the host: a few hundred bytes per frame instead of, for
-YOLOX-Nano at 416, a 1.2 MB float output.
+:mod:`vidpipe.postprocess.decode`, for a batch of outputs in device memory, such that only the
+candidates come back to the host: a few hundred bytes per frame instead of, for YOLOX-Nano
+at 416, a 1.2 MB float output.
 
-:class:`GpuPostprocess` holds what every model type shares: per-image thresholds and class
-masks, NMS, un-letterboxing and the one small copy to the host. A model type only says which
-rows are candidates and where their boxes are (``_candidates``), and registers itself in
-:data:`GPU_POSTPROCESSORS` (``register_gpu_postprocess``); an executor that postprocesses on
-the device looks the model type up there.
+:class:`GpuPostprocess` holds what every model type shares: the score filter's last step,
+the class masks, NMS, un-letterboxing and the one small copy to the host. A model type says
+which rows can be candidates and which columns to bring back (``_columns``) and how their
+boxes are decoded (``_boxes``), and registers itself in :data:`GPU_POSTPROCESSORS`
+(``register_gpu_postprocess``); an executor that postprocesses on the device looks the model
+type up there.
+
+The split between device and host is set by the GIL, not by arithmetic. Every PyTorch call
+gives up the GIL and takes it back, and in a process with a hundred camera threads each
+take-back waits behind them: 5-15 ms (``python -m benchmarks.overload_model``; on the H200
+the completion threads sat here while the scheduler waited for their I/O sets, and a process
+inferring 1,322 fps at 64 cameras fell to 48 at 96). So the device does only what needs the
+whole output, in about 15 calls and one copy: the best class, the score, the filter at the
+batch's lowest threshold, the class masks, and the gather of the candidate rows. Everything
+after it is numpy on a few hundred rows, which keeps the GIL: each image's own threshold,
+the box decode (the CPU decoder's own formulas, so the boxes are the CPU path's bit for
+bit), NMS and un-letterboxing. The device path took about 100 PyTorch calls per batch when
+the NMS, the boxes and the un-letterboxing ran there.
 
 It matches the CPU path step by step: candidates are the rows the CPU decoder keeps at the
 image's threshold (YOLOX: objectness and ``objectness * best class probability`` at or above
@@ -19,14 +32,14 @@ where a box is dropped when its IoU with a kept box of the same image and class 
 above the threshold; IoU in float64 without the legacy ``+1``; boxes divided by the letterbox
 scale and clipped to the frame.
 
-Greedy NMS is sequential, so it is solved here as a fixed point instead of one box at a time:
+Greedy NMS is sequential, so it is solved as a fixed point instead of one box at a time:
 ``keep[i] = not any(keep[j] and overlap[j, i] for j ranked before i)``. Starting from
 "keep everything", each pass fixes at least the next box in rank order, and the unique
 solution of that equation is the greedy result; a pass that changes nothing proves it. Real
-frames converge in a handful of passes (a suppressed box can only free boxes it was the sole
-suppressor of). Candidates are processed in chunks of whole images so that the IoU matrix
-stays small; an image with more than :data:`MAX_MATRIX` candidates (a score threshold near
-zero) takes the CPU path for that image, and the caller can count it (``host_fallbacks``).
+frames converge in a handful of passes. Only pairs of the same image and class are compared
+(a list of pairs, not a matrix over the batch). An image with more than :data:`MAX_MATRIX`
+candidates (a score threshold near zero) takes the CPU path for that image, and the caller
+can count it (``host_fallbacks``).
 
 torch is imported lazily by the caller's executor: this module only touches the ``torch``
 object it is given, so importing it costs nothing on a CPU-only install. The code runs on CPU
@@ -36,18 +49,32 @@ tensors too (the tests compare it with the CPU decoders there).
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
-from vidpipe.postprocess.decode import DECODERS, STRIDES, DecodeParams
+from vidpipe.postprocess.decode import (
+    DECODERS,
+    DecodeParams,
+    _cxcywh_to_xyxy,
+    _yolox_grid,
+)
 from vidpipe.postprocess.pipeline import postprocess
 from vidpipe.types import Detections, Letterbox
 
-#: Largest IoU matrix side computed at once (float64: 32 MiB at the limit).
+#: Most candidates of one image suppressed here; an image with more takes the CPU path.
 MAX_MATRIX = 2048
+#: Most same-image, same-class pairs compared at once (float64: 16 MiB a column).
+_MAX_PAIRS = MAX_MATRIX * MAX_MATRIX // 2
+
+# Columns of the rows brought back from the device: the image, the row of the output, the
+# score and the class, then each model type's own (``_columns``).
+_IMG, _ROW, _SCORE, _CLASS, _OWN = 0, 1, 2, 3, 4
+
+F32 = npt.NDArray[np.float32]
 
 
 @dataclass
@@ -57,16 +84,6 @@ class GpuPostprocessStats:
     candidates: int = 0
     nms_passes: int = 0
     host_fallbacks: int = 0
-
-
-@dataclass(frozen=True)
-class _Candidates:
-    """Rows that passed the score filter, flattened over the batch, image-major."""
-
-    img: Any  # (M,) long
-    xyxy: Any  # (M, 4) float32, input pixels
-    score: Any  # (M,) float32
-    class_id: Any  # (M,) long
 
 
 class GpuPostprocess(abc.ABC):
@@ -99,7 +116,7 @@ class GpuPostprocess(abc.ABC):
         self.num_classes = num_classes
         self.iou_threshold = float(iou_threshold)
         self.stats = GpuPostprocessStats()
-        self._fallback_images: list[int] = []
+        self._index: Any = None  # (B, A, 2) float32: each row's image and row (``_indexed``)
 
     @classmethod
     @abc.abstractmethod
@@ -107,9 +124,19 @@ class GpuPostprocess(abc.ABC):
         """The class count that one frame's output of shape ``frame_shape`` holds."""
 
     @abc.abstractmethod
-    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
-        """The rows of ``out`` (``B`` images) that the CPU decoder would keep, class filter
-        applied; ``thr`` is the ``(B,)`` float32 threshold per image."""
+    def _columns(self, out: Any, thr: float, class_masks: Any | None) -> tuple[Any, Any]:
+        """On the device: ``(ok, cols)``, ``ok (B, A)`` bool for the rows that can be
+        candidates at the batch's lowest threshold ``thr`` (class filter applied), and
+        ``cols (B, A, K)`` float32: the score, the class, then what ``_boxes`` and
+        ``_passes`` read."""
+
+    @abc.abstractmethod
+    def _boxes(self, rows: F32) -> F32:
+        """On the host: the ``(M, 4)`` float32 boxes, in input pixels, of candidate rows."""
+
+    def _passes(self, rows: F32, thr: F32) -> npt.NDArray[np.bool_]:
+        """On the host: which rows pass their own image's threshold ``thr`` (per row)."""
+        return np.asarray(rows[:, _SCORE] >= thr)
 
     def __call__(
         self,
@@ -134,13 +161,44 @@ class GpuPostprocess(abc.ABC):
         if b == 0:
             return []
         out = out[:b]
-        thr = self.torch.tensor(
-            list(score_thresholds), dtype=self.torch.float32, device=self.device
+        if out.dtype != self.torch.float32:
+            out = out.float()
+        thr = np.asarray(score_thresholds, np.float32)
+        # float32 like the tensors it is compared with; the lowest keeps a superset of every
+        # image's candidates, and each image's own threshold is applied on the host.
+        ok, cols = self._columns(out, float(thr.min()), class_masks)
+        rows = self._indexed(cols)[ok].cpu().numpy()  # the one sync and copy
+        img = rows[:, _IMG].astype(np.int64)
+        keep = self._passes(rows, thr[img])
+        rows, img = rows[keep], img[keep]
+        self.stats.candidates += len(rows)
+        fallbacks = np.flatnonzero(np.bincount(img, minlength=b) > MAX_MATRIX)
+        if fallbacks.size:
+            inside = ~np.isin(img, fallbacks)
+            rows, img = rows[inside], img[inside]
+        box = self._boxes(rows)
+        kept = self._suppress(img, rows[:, _CLASS].astype(np.int64), box, rows[:, _SCORE])
+        result = _unletterbox(
+            box[kept], rows[kept, _SCORE], rows[kept, _CLASS], img[kept], letterboxes
         )
-        cand = self._candidates(out, thr, class_masks)
-        self.stats.candidates += int(cand.img.numel())
-        kept = self._suppress(cand, b)
-        return self._to_host(cand, kept, letterboxes, out, score_thresholds, class_masks)
+        for i in fallbacks.tolist():
+            self.stats.host_fallbacks += 1
+            result[i] = self._on_host(out, i, letterboxes[i], score_thresholds[i], class_masks)
+        return result
+
+    def _indexed(self, cols: Any) -> Any:
+        """``cols`` with each row's image and row in front (a cached constant, grown to the
+        largest batch seen: two more columns cost no call)."""
+        torch = self.torch
+        b, a = cols.shape[:2]
+        if self._index is None or self._index.shape[0] < b or self._index.shape[1] != a:
+            img, row = torch.meshgrid(
+                torch.arange(b, device=self.device),
+                torch.arange(a, device=self.device),
+                indexing="ij",
+            )
+            self._index = torch.stack([img, row], dim=2).to(torch.float32)
+        return torch.cat([self._index[:b], cols], dim=2)
 
     def masks_for(self, wanted: Sequence[frozenset[int] | None]) -> Any | None:
         """The ``class_masks`` argument for images that keep ``wanted`` classes each (None:
@@ -170,114 +228,64 @@ class GpuPostprocess(abc.ABC):
         inside = (class_id >= 0) & (class_id < other)
         return self.torch.gather(class_masks, 1, self.torch.where(inside, class_id, other))
 
-    def _suppress(self, cand: _Candidates, b: int) -> Any:
-        """Indices into ``cand`` of the kept boxes, grouped by image, by score descending.
-
-        Whole images are gathered into ranges of at most ``MAX_MATRIX`` candidates; an image
-        with more is left out here and recorded in ``_fallback_images``.
-        """
-        torch = self.torch
-        self._fallback_images = []
-        total = int(cand.img.numel())  # known on the host since the nonzero
-        if total <= MAX_MATRIX:  # the usual case: one range, no per-image counts to sync for
-            if not total:
-                return torch.empty(0, dtype=torch.long, device=self.device)
-            return self._suppress_range(cand, 0, total)
-        counts = torch.bincount(cand.img, minlength=b).tolist()
-        kept: list[Any] = []
-        lo = hi = 0  # the range being gathered; candidates are image-major (row-major nonzero)
-        for i, n in enumerate(counts):
-            if hi - lo + n > MAX_MATRIX and hi > lo:
-                kept.append(self._suppress_range(cand, lo, hi))
-                lo = hi
-            if n > MAX_MATRIX:
-                self._fallback_images.append(i)
-                lo = hi = hi + n
-                continue
-            hi += n
-        if hi > lo:
-            kept.append(self._suppress_range(cand, lo, hi))
-        if not kept:
-            return torch.empty(0, dtype=torch.long, device=self.device)
-        return torch.cat(kept)
-
-    def _suppress_range(self, cand: _Candidates, lo: int, hi: int) -> Any:
-        """Greedy class-aware NMS over candidates ``lo:hi`` (whole images), fixed-point form."""
-        torch = self.torch
-        score = cand.score[lo:hi]
+    def _suppress(
+        self, img: npt.NDArray[np.int64], cls: npt.NDArray[np.int64], box: F32, score: F32
+    ) -> npt.NDArray[np.int64]:
+        """Indices of the kept candidates, grouped by image, by score descending."""
         # Rank by image, then score descending; stable, so ties stay in row order as in the
-        # CPU path's stable argsort. Images never overlap: they are compared as groups below.
-        order = torch.argsort(-score, stable=True)
-        order = order[torch.argsort(cand.img[lo:hi][order], stable=True)]
-        box = cand.xyxy[lo:hi][order].double()
-        img, cls = cand.img[lo:hi][order], cand.class_id[lo:hi][order]
-        # Image and class compared separately: SSD labels have no upper bound to pack them by.
-        same = (img[:, None] == img[None, :]) & (cls[:, None] == cls[None, :])
-        overlap = (_iou(torch, box) > self.iou_threshold) & same
-        rank = torch.arange(len(box), device=self.device)
-        overlap &= rank[:, None] < rank[None, :]  # only a higher-ranked box suppresses
-        keep = torch.ones(len(box), dtype=torch.bool, device=self.device)
+        # CPU path's stable argsort.
+        order = np.argsort(-score, kind="stable")
+        order = order[np.argsort(img[order], kind="stable")]
+        ranked_img = img[order]
+        first, second = _pairs(ranked_img, cls[order])
+        ranked_box = box[order].astype(np.float64)
+        keep = np.ones(len(order), bool)
+        lo = 0  # the pairs of whole images at a time, at most _MAX_PAIRS
+        while lo < len(first):
+            hi = _chunk_end(ranked_img[first], lo)
+            keep &= self._fixed_point(ranked_box, first[lo:hi], second[lo:hi])
+            lo = hi
+        return order[keep]
+
+    def _fixed_point(
+        self,
+        box: npt.NDArray[np.float64],
+        first: npt.NDArray[np.int64],
+        second: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.bool_]:
+        """Greedy NMS over ranked boxes, as the fixed point of the module docstring:
+        ``first[k]`` is ranked before ``second[k]``, same image and class."""
+        over = _pair_iou(box, first, second) > self.iou_threshold
+        a, c = first[over], second[over]
+        keep = np.ones(len(box), bool)
         while True:
             self.stats.nms_passes += 1
-            suppressed = (overlap & keep[:, None]).any(dim=0)
-            new = ~suppressed
-            if torch.equal(new, keep):
-                break
+            new = np.ones(len(box), bool)
+            new[c[keep[a]]] = False
+            if np.array_equal(new, keep):
+                return keep
             keep = new
-        return lo + order[keep]
 
-    def _to_host(
+    def _on_host(
         self,
-        cand: _Candidates,
-        kept: Any,
-        letterboxes: Sequence[Letterbox],
         out: Any,
-        score_thresholds: Sequence[float],
+        i: int,
+        lb: Letterbox,
+        score_threshold: float,
         class_masks: Any | None,
-    ) -> list[Detections]:
-        """One small copy of the kept rows to the host, then un-letterbox them there: a few
-        hundred rows are cheaper in numpy (float32, the same IEEE division and clip) than a
-        dozen more device kernels, each a GIL hand-over for the completion thread."""
-        torch = self.torch
-        img = cand.img[kept]
-        packed = torch.cat(
-            [
-                cand.xyxy[kept],
-                cand.score[kept, None],
-                cand.class_id[kept, None].float(),
-                img[:, None].float(),
-            ],
-            dim=1,
-        ).cpu()
-        rows = packed.numpy()
-        per_image = np.searchsorted(rows[:, 6], np.arange(len(letterboxes) + 1) - 0.5)
-        result = []
-        for i, lb in enumerate(letterboxes):
-            r = rows[per_image[i] : per_image[i + 1]]
-            xyxy = r[:, 0:4] / np.float32(lb.scale)
-            limit = np.array([lb.src_w, lb.src_h, lb.src_w, lb.src_h], np.float32)
-            xyxy = np.minimum(np.maximum(xyxy, np.float32(0.0)), limit)
-            result.append(Detections(xyxy, r[:, 4].copy(), r[:, 5].astype(np.int64)))
-        for i in self._fallback_images:
-            self.stats.host_fallbacks += 1
-            wanted = None
-            if class_masks is not None and not bool(class_masks[i, -1]):
-                wanted = frozenset(np.flatnonzero(class_masks[i, :-1].cpu().numpy()).tolist())
-            result[i] = postprocess(
-                [out[i].float().cpu().numpy()],
-                letterboxes[i],
-                DECODERS[self.model_type],
-                DecodeParams(self.input_w, self.input_h, score_thresholds[i]),
-                self.iou_threshold,
-                wanted,
-            )
-        return result
-
-    def _gather(self, ok: Any, score: Any, class_id: Any, boxes: Callable[..., Any]) -> _Candidates:
-        """Candidates where ``ok`` (``(B, A)`` bool); ``boxes(img, row)`` gives their
-        ``(M, 4)`` float32 boxes in input pixels."""
-        img, row = ok.nonzero(as_tuple=True)  # one sync: the candidate count
-        return _Candidates(img, boxes(img, row), score[img, row], class_id[img, row])
+    ) -> Detections:
+        """Image ``i`` on the CPU path (too many candidates for the pairs)."""
+        wanted = None
+        if class_masks is not None and not bool(class_masks[i, -1]):
+            wanted = frozenset(np.flatnonzero(class_masks[i, :-1].cpu().numpy()).tolist())
+        return postprocess(
+            [out[i].float().cpu().numpy()],
+            lb,
+            DECODERS[self.model_type],
+            DecodeParams(self.input_w, self.input_h, score_threshold),
+            self.iou_threshold,
+            wanted,
+        )
 
 
 GPU_POSTPROCESSORS: dict[str, type[GpuPostprocess]] = {}
@@ -292,64 +300,51 @@ def register_gpu_postprocess(cls: type[GpuPostprocess]) -> type[GpuPostprocess]:
     return cls
 
 
-def _xyxy(torch: Any, cxcy: Any, wh: Any) -> Any:
-    """``(M, 2)`` centres and sizes to ``(M, 4)`` boxes, as ``decode._cxcywh_to_xyxy``."""
-    half = wh * 0.5
-    return torch.cat([cxcy - half, cxcy + half], dim=1)
-
-
 @register_gpu_postprocess
 class YoloxGpuPostprocess(GpuPostprocess):
-    """YOLOX: ``(B, A, 5 + C)`` outputs (``decode.decode_yolox``)."""
+    """YOLOX: ``(B, A, 5 + C)`` outputs (``decode.decode_yolox``); own columns: the raw box
+    ``x, y, log w, log h`` and the objectness."""
 
     model_type = "yolox"
 
     def __init__(self, torch: Any, device: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(torch, device, *args, **kwargs)
-        grid, stride = [], []
-        for s in STRIDES:
-            gy, gx = torch.meshgrid(
-                torch.arange(self.input_h // s, device=device),
-                torch.arange(self.input_w // s, device=device),
-                indexing="ij",
-            )
-            grid.append(torch.stack([gx.reshape(-1), gy.reshape(-1)], dim=1))
-            stride.append(torch.full((gx.numel(), 1), s, device=device))
-        self._grid = torch.cat(grid).to(torch.float32)
-        self._stride = torch.cat(stride).to(torch.float32)
+        self._grid, self._stride = _yolox_grid(self.input_w, self.input_h)
 
     @classmethod
     def classes_in(cls, frame_shape: Sequence[int]) -> int:
         return int(frame_shape[-1]) - 5
 
-    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+    def _columns(self, out: Any, thr: float, class_masks: Any | None) -> tuple[Any, Any]:
         if out.ndim != 3 or out.shape[1] != len(self._grid) or out.shape[2] != 5 + self.num_classes:
             raise ValueError(
                 f"YOLOX output has shape {tuple(out.shape)}, expected (B, "
                 f"{len(self._grid)}, {5 + self.num_classes})"
             )
-        obj = out[:, :, 4].float()
-        best_p, class_id = out[:, :, 5:].float().max(dim=2)
+        obj = out[:, :, 4]
+        best_p, class_id = out[:, :, 5:].max(dim=2)
         score = obj * best_p
-        ok = (obj >= thr[:, None]) & (score >= thr[:, None])
+        ok = (obj >= thr) & (score >= thr)
         if (wanted := self._class_ok(class_masks, class_id)) is not None:
             ok &= wanted
+        picked = self.torch.stack([score, class_id.float()], dim=2)
+        return ok, self.torch.cat([picked, out[:, :, :5]], dim=2)
 
-        def boxes(img: Any, anchor: Any) -> Any:
-            rows = out[img, anchor, :4].float()
-            s = self._stride[anchor]
-            return _xyxy(
-                self.torch,
-                (rows[:, 0:2] + self._grid[anchor]) * s,
-                self.torch.exp(rows[:, 2:4]) * s,
-            )
+    def _passes(self, rows: F32, thr: F32) -> npt.NDArray[np.bool_]:
+        return np.asarray((rows[:, _OWN + 4] >= thr) & (rows[:, _SCORE] >= thr))
 
-        return self._gather(ok, score, class_id, boxes)
+    def _boxes(self, rows: F32) -> F32:
+        anchor = rows[:, _ROW].astype(np.int64)
+        s = self._stride[anchor]
+        cxcy = (rows[:, _OWN : _OWN + 2] + self._grid[anchor]) * s
+        wh = np.exp(rows[:, _OWN + 2 : _OWN + 4]) * s
+        return _cxcywh_to_xyxy(cxcy, wh)
 
 
 @register_gpu_postprocess
 class Yolov8GpuPostprocess(GpuPostprocess):
-    """YOLOv8 / YOLO11: ``(B, 4 + C, A)`` outputs (``decode.decode_yolov8``)."""
+    """YOLOv8 / YOLO11: ``(B, 4 + C, A)`` outputs (``decode.decode_yolov8``); own columns:
+    the box ``cx, cy, w, h``."""
 
     model_type = "yolov8"
 
@@ -357,28 +352,28 @@ class Yolov8GpuPostprocess(GpuPostprocess):
     def classes_in(cls, frame_shape: Sequence[int]) -> int:
         return int(frame_shape[-2]) - 4
 
-    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
+    def _columns(self, out: Any, thr: float, class_masks: Any | None) -> tuple[Any, Any]:
         if out.ndim != 3 or out.shape[1] != 4 + self.num_classes:
             raise ValueError(
                 f"YOLOv8 output has shape {tuple(out.shape)}, expected (B, "
                 f"{4 + self.num_classes}, N)"
             )
-        score, class_id = out[:, 4:, :].float().max(dim=1)
-        ok = score >= thr[:, None]
+        score, class_id = out[:, 4:, :].max(dim=1)
+        ok = score >= thr
         if (wanted := self._class_ok(class_masks, class_id)) is not None:
             ok &= wanted
+        picked = self.torch.stack([score, class_id.float()], dim=2)
+        return ok, self.torch.cat([picked, out[:, :4, :].transpose(1, 2)], dim=2)
 
-        def boxes(img: Any, anchor: Any) -> Any:
-            rows = out[img, :4, anchor].float()  # (M, 4): advanced indices first
-            return _xyxy(self.torch, rows[:, 0:2], rows[:, 2:4])
-
-        return self._gather(ok, score, class_id, boxes)
+    def _boxes(self, rows: F32) -> F32:
+        return _cxcywh_to_xyxy(rows[:, _OWN : _OWN + 2], rows[:, _OWN + 2 : _OWN + 4])
 
 
 @register_gpu_postprocess
 class SsdGpuPostprocess(GpuPostprocess):
     """SSD ``DetectionOutput``: ``(B, 1, N, 7)`` or ``(B, N, 7)`` outputs, rows ``image_id,
-    label, conf, x_min, y_min, x_max, y_max`` normalised to 0-1 (``decode.decode_ssd``)."""
+    label, conf, x_min, y_min, x_max, y_max`` normalised to 0-1 (``decode.decode_ssd``); own
+    columns: the normalised box."""
 
     model_type = "ssd"
 
@@ -386,38 +381,79 @@ class SsdGpuPostprocess(GpuPostprocess):
     def classes_in(cls, frame_shape: Sequence[int]) -> int:
         return 0  # the output does not say; class masks are sized by the wanted ids
 
-    def _candidates(self, out: Any, thr: Any, class_masks: Any | None) -> _Candidates:
-        torch = self.torch
+    def _columns(self, out: Any, thr: float, class_masks: Any | None) -> tuple[Any, Any]:
         if out.shape[-1] != 7 or out.ndim not in (3, 4) or (out.ndim == 4 and out.shape[1] != 1):
             raise ValueError(f"SSD output has shape {tuple(out.shape)}, expected (B, 1, N, 7)")
-        rows = out.reshape(out.shape[0], -1, 7).float()
+        rows = out.reshape(out.shape[0], -1, 7)
         listed = (rows[:, :, 0] < 0).cumsum(dim=1) == 0  # the first image_id < 0 ends the list
         score = rows[:, :, 2]
         class_id = rows[:, :, 1].long()  # truncates toward zero, as numpy's astype
-        ok = listed & (score >= thr[:, None])
+        ok = listed & (score >= thr)
         if (wanted := self._class_ok(class_masks, class_id)) is not None:
             ok &= wanted
-        scale = torch.tensor(
-            [self.input_w, self.input_h] * 2, dtype=torch.float32, device=self.device
-        )
+        picked = self.torch.stack([score, class_id.float()], dim=2)
+        return ok, self.torch.cat([picked, rows[:, :, 3:7]], dim=2)
 
-        def boxes(img: Any, row: Any) -> Any:
-            return rows[img, row, 3:7] * scale
-
-        return self._gather(ok, score, class_id, boxes)
+    def _boxes(self, rows: F32) -> F32:
+        scale = np.array([self.input_w, self.input_h] * 2, dtype=np.float32)
+        return np.asarray(rows[:, _OWN : _OWN + 4] * scale, np.float32)
 
 
-def _iou(torch: Any, box: Any) -> Any:
-    """``(N, N)`` IoU of ``(N, 4)`` float64 boxes with themselves; 0 where the union is empty.
+def _pairs(
+    img: npt.NDArray[np.int64], cls: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every pair ``(first, second)`` of ranked boxes (positions in rank order, grouped by
+    image) of the same image and class, ``first`` ranked before ``second``; image-major."""
+    n = len(img)
+    # Positions grouped by (image, class); stable sorts keep rank order inside a group.
+    by = np.argsort(cls, kind="stable")
+    by = by[np.argsort(img[by], kind="stable")]
+    new_group = np.r_[True, (img[by][1:] != img[by][:-1]) | (cls[by][1:] != cls[by][:-1])]
+    group_end = np.r_[np.flatnonzero(new_group)[1:], n][np.cumsum(new_group) - 1]
+    later = group_end - np.arange(n) - 1  # partners after each position in its group
+    i = np.repeat(np.arange(n), later)
+    step = np.arange(len(i)) - np.repeat(np.cumsum(later) - later, later)
+    return by[i], by[i + 1 + step]
 
-    Corners are paired as ``(x, y)`` columns, so each step is one kernel for both axes: the
-    same subtractions, clamps and products as per coordinate, in fewer calls.
-    """
-    size = (box[:, 2:] - box[:, :2]).clamp(min=0)
+
+def _chunk_end(first_img: npt.NDArray[np.int64], lo: int) -> int:
+    """The end of the pairs from ``lo`` that fit in ``_MAX_PAIRS`` without splitting an
+    image (``first_img``: the image of each pair, non-decreasing)."""
+    hi = lo + _MAX_PAIRS
+    if hi >= len(first_img):
+        return len(first_img)
+    return max(int(np.searchsorted(first_img, first_img[hi], "left")), lo + 1)
+
+
+def _pair_iou(
+    box: npt.NDArray[np.float64], first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """IoU of the pairs of ``(N, 4)`` float64 boxes; 0 where the union is empty. The same
+    operations, in the same order, as the CPU NMS's matrix (``first`` as its row)."""
+    size = np.clip(box[:, 2:] - box[:, :2], 0, None)
     area = size[:, 0] * size[:, 1]
-    top_left = torch.maximum(box[:, None, :2], box[None, :, :2])
-    bottom_right = torch.minimum(box[:, None, 2:], box[None, :, 2:])
-    overlap = (bottom_right - top_left).clamp(min=0)
-    inter = overlap[..., 0] * overlap[..., 1]
-    union = area[:, None] + area[None, :] - inter
-    return torch.where(union > 0, inter / union.clamp(min=1e-300), torch.zeros_like(inter))
+    top_left = np.maximum(box[first, :2], box[second, :2])
+    bottom_right = np.minimum(box[first, 2:], box[second, 2:])
+    overlap = np.clip(bottom_right - top_left, 0, None)
+    inter = overlap[:, 0] * overlap[:, 1]
+    union = area[first] + area[second] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-300), 0.0)
+
+
+def _unletterbox(
+    xyxy: F32,
+    score: F32,
+    class_id: F32,
+    img: npt.NDArray[np.int64],
+    letterboxes: Sequence[Letterbox],
+) -> list[Detections]:
+    """Per image (candidates grouped by image), boxes in frame pixels: divided by the
+    letterbox scale and clipped to the frame, in float32 as the CPU path."""
+    bounds = np.searchsorted(img, np.arange(len(letterboxes) + 1), "left")
+    result = []
+    for i, lb in enumerate(letterboxes):
+        lo, hi = bounds[i], bounds[i + 1]
+        limit = np.array([lb.src_w, lb.src_h, lb.src_w, lb.src_h], np.float32)
+        box = np.minimum(np.maximum(xyxy[lo:hi] / np.float32(lb.scale), np.float32(0.0)), limit)
+        result.append(Detections(box, score[lo:hi].copy(), class_id[lo:hi].astype(np.int64)))
+    return result

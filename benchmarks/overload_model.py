@@ -1,0 +1,330 @@
+"""A CPU model of one GPU process given more NVDEC cameras than it can infer.
+
+``python -m benchmarks.overload_model [--cameras 64,96,128] [--variants today,fixed]``
+(with ``PYTHONPATH=.venv/torch-cpu``: the device postprocessing runs on CPU torch)
+
+On the H200 one process inferred 1,322 fps at 64 cameras and 48 at 96 (benchmarks/README.md,
+"One process past its count"): the camera threads starved the completion threads of the GIL,
+and the scheduler waited for a free I/O set. This rig rebuilds that contention without a GPU,
+with vidpipe's own code wherever the GPU is not involved:
+
+* the **device** is ``tests/fake_gpu.py``'s: each stream runs a batch for ``--kernel-ms``, so
+  the capacity is known (2 streams x 64 frames / 80 ms = 1,600 fps by default);
+* the **stream set, scheduler, hub and ``newest`` mailboxes** are the real ones;
+* the **device postprocessing** is the real ``YoloxGpuPostprocess`` on CPU torch over
+  synthetic YOLOX outputs (6 candidates an image, in overlapping pairs), called the way
+  ``TorchDevicePostprocess`` calls it: every PyTorch call gives up the GIL and takes it
+  back, as on the GPU, so the completion thread makes as many GIL round trips per batch as
+  on the H200;
+* a **camera** is a thread that, every 1/25 s, does what an NVDEC reader does with the GIL:
+  ``--calls`` short GIL-releasing native calls (``benchmarks.gil_model.native_call``), one GPU
+  wait (a sleep of ``--gpu-wait-us``), ``--py-us`` of Python between them, inside
+  ``GPU_GATE.work()``, then puts the frame into its mailbox.
+
+Variants (``--variants``, alternated per count, ``--repeats`` times): the device
+postprocessing of the tree (``after``) or of the git revision ``--before`` (``before``:
+``vidpipe/postprocess/gpu.py`` read with ``git show``), with these modifiers after a ``+``:
+
+* ``no-gil-load``: cameras with no Python and no native calls (the scheduler's own ceiling);
+* ``no-post``: no device postprocessing at all (empty detections);
+* ``skip-unread``: a camera whose mailbox still holds an unread frame skips its post-decode
+  Python (``--post-decode-share`` of ``--py-us``; the frame would only be overwritten).
+
+Per point: total inferred fps, the worst camera against the mean (fairness), frames
+overwritten per second, and the completion threads' batches and seconds per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
+
+from benchmarks.gil_model import native_call, python_work
+from benchmarks.overload import StackSampler
+from vidpipe.gpu_gate import GPU_GATE
+from vidpipe.infer.streamset import StreamSetBackend
+from vidpipe.labels import Labels
+from vidpipe.metrics import Metrics
+from vidpipe.postprocess.decode import DecodeParams, decode_yolox
+from vidpipe.schedule.hub import FrameHub, Mailbox
+from vidpipe.schedule.scheduler import CameraRules, Scheduler
+from vidpipe.types import Detections, Frame, FrameResult, PostprocessRequest
+
+_INPUT = 128  # model input side: 336 anchors, small enough for CPU torch on 2 cores
+_CLASSES = 80
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured configuration."""
+
+    cameras: int
+    variant: str
+    py_us: float = 250.0
+    calls: int = 5
+    gpu_wait_us: float = 500.0
+    post_decode_share: float = 0.5
+    fps: float = 25.0
+    streams: int = 2
+    max_batch: int = 64
+    kernel_ms: float = 80.0
+    batch_timeout_ms: float = 20.0
+    warmup_s: float = 4.0
+    window_s: float = 8.0
+
+    @property
+    def capacity_fps(self) -> float:
+        return self.streams * self.max_batch / (self.kernel_ms / 1000.0)
+
+
+def synthetic_outputs(torch: Any, batch: int) -> Any:
+    """``(batch, A, 85)`` YOLOX outputs: 6 candidate rows an image, in overlapping pairs of a
+    class each (a street camera's few objects; NMS suppresses one of each pair)."""
+    anchors = sum((_INPUT // s) ** 2 for s in (8, 16, 32))
+    gen = torch.Generator().manual_seed(0)
+    out = torch.rand((batch, anchors, 5 + _CLASSES), generator=gen) * 0.2
+    for i in range(batch):
+        first = torch.randint(0, anchors - 1, (3,), generator=gen)
+        rows = torch.cat([first, first + 1])
+        out[i, rows, 4] = 0.9
+        out[i, rows, 5 + first.repeat(2) % 3] = 0.95
+        out[i, rows, 2:4] = 2.5  # wide boxes: each pair overlaps
+    return out
+
+
+class TorchPost:
+    """``DevicePostprocess`` of the model: as ``TorchDevicePostprocess``, on CPU torch."""
+
+    def __init__(self, torch: Any, max_batch: int, kind: Any) -> None:
+        self.torch = torch
+        self._out = synthetic_outputs(torch, max_batch)
+        self._post = kind(torch, torch.device("cpu"), _INPUT, _INPUT, _CLASSES, 0.45)
+        self.batches = 0
+        self.busy_s = 0.0
+        self.skip = False
+
+    def __call__(
+        self, d_outputs: list[int], batch: int, requests: list[PostprocessRequest]
+    ) -> list[Detections]:
+        t0 = time.perf_counter()
+        if self.skip:
+            self.batches += 1
+            return [Detections.empty() for _ in requests]
+        torch = self.torch
+        out = torch.as_tensor(self._out[:batch])
+        masks = self._post.masks_for([r.class_ids for r in requests])
+        self._post.iou_threshold = float(requests[0].iou_threshold)
+        with GPU_GATE.work(), torch.inference_mode():
+            found = self._post(
+                out, [r.letterbox for r in requests], [r.score_threshold for r in requests], masks
+            )
+        self.batches += 1
+        self.busy_s += time.perf_counter() - t0
+        return list(found)
+
+
+class TorchPostExecutor(FakeExecutor):
+    """The fake executor with the real device postprocessing on CPU torch."""
+
+    def __init__(self, runtime: FakeGpuRuntime, max_batch: int, torch: Any, kind: Any) -> None:
+        super().__init__(runtime, max_batch)
+        self._torch, self._kind = torch, kind
+        self.posts: list[TorchPost] = []
+        self.skip = False
+
+    def device_postprocess(self, decoder: str) -> Any:
+        post = TorchPost(self._torch, self.max_batch, self._kind)
+        post.skip = self.skip
+        self.posts.append(post)
+        return post
+
+
+def _camera(box: Mailbox, index: int, p: Point, stop: threading.Event) -> None:
+    """A live NVDEC camera's GIL use (module docstring); its frame goes to its mailbox."""
+    hasher = hashlib.sha256()
+    k, start = 0, time.monotonic() + (index % 25) / p.fps / 25  # staggered phases
+    pre_us = p.py_us * (1.0 - p.post_decode_share) / p.calls
+    post_us = p.py_us * p.post_decode_share / p.calls
+    while not stop.is_set():
+        delay = start + k / p.fps - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        if "no-gil-load" not in p.variant:
+            with GPU_GATE.work():
+                for c in range(p.calls):
+                    native_call(hasher)
+                    python_work(pre_us)
+                    if c == 1:
+                        time.sleep(p.gpu_wait_us / 1e6)  # the decode's and copy's stream wait
+                if not ("skip-unread" in p.variant and box._frame is not None):
+                    for _ in range(p.calls):
+                        python_work(post_us)  # the picture, the pool, the frame
+        box.put(Frame(f"cam{index}", k, time.monotonic(), device_frame(index % 256, k % 256)), stop)
+        k += 1
+
+
+def yolox_postprocess(rev: str | None) -> Any:
+    """``YoloxGpuPostprocess`` of the tree (None) or of git revision ``rev``."""
+    if rev is None:
+        from vidpipe.postprocess.gpu import YoloxGpuPostprocess
+
+        return YoloxGpuPostprocess
+    source = subprocess.run(
+        ["git", "show", f"{rev}:vidpipe/postprocess/gpu.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    ).stdout
+    module = types.ModuleType(f"gpu_postprocess_{rev}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:vidpipe/postprocess/gpu.py", "exec"), module.__dict__)
+    return module.YoloxGpuPostprocess
+
+
+def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
+    """One scheduler over the fake device with ``p.cameras`` cameras: warm up, one window."""
+    rt = FakeGpuRuntime(0, p.kernel_ms / 1000.0)
+    ex = TorchPostExecutor(rt, p.max_batch, torch, kind)
+    ex.skip = "no-post" in p.variant
+    backend = StreamSetBackend([(rt, ex)], p.streams, p.batch_timeout_ms)
+    done: Counter[str] = Counter()
+    counting = [False]
+
+    def on_result(r: FrameResult) -> None:
+        if counting[0]:
+            done[r.camera] += 1
+
+    engine = Scheduler(
+        backend,
+        decode_yolox,
+        Labels.of([str(i) for i in range(_CLASSES)]),
+        Metrics(),
+        on_result,
+        default_rules=CameraRules(DecodeParams(_INPUT, _INPUT, 0.3), None),
+        iou_threshold=0.45,
+        max_frame_age_s=60.0,
+    )
+    hub, stop = FrameHub(), threading.Event()
+    overwritten = [0]
+
+    def dropped(_: Frame) -> None:
+        if counting[0]:
+            overwritten[0] += 1
+
+    boxes = [hub.add(f"cam{i}", "newest", dropped) for i in range(p.cameras)]
+    engine.start(hub)
+    cams = [
+        threading.Thread(target=_camera, args=(b, i, p, stop), daemon=True)
+        for i, b in enumerate(boxes)
+    ]
+    for t in cams:
+        t.start()
+    try:
+        time.sleep(p.warmup_s)
+        posts0 = [(q.batches, q.busy_s) for q in ex.posts]
+        sampler = StackSampler(0.01)
+        sampler.start()
+        counting[0], t0 = True, time.monotonic()
+        time.sleep(p.window_s)
+        counting[0], t1 = False, time.monotonic()
+        stacks = sampler.stop()
+        posts1 = [(q.batches, q.busy_s) for q in ex.posts]
+    finally:
+        stop.set()
+        for t in cams:
+            t.join(5)
+        engine.close(10.0)
+    return _report(p, done, overwritten[0], t1 - t0, posts0, posts1) | {"stacks": stacks}
+
+
+def _report(
+    p: Point,
+    done: Counter[str],
+    overwritten: int,
+    seconds: float,
+    posts0: list[tuple[int, float]],
+    posts1: list[tuple[int, float]],
+) -> dict[str, Any]:
+    per_cam = [done.get(f"cam{i}", 0) / seconds for i in range(p.cameras)]
+    total = sum(per_cam)
+    mean = total / p.cameras
+    batches = sum(b for b, _ in posts1) - sum(b for b, _ in posts0[: len(posts1)])
+    busy = sum(s for _, s in posts1) - sum(s for _, s in posts0[: len(posts1)])
+    return {
+        "cameras": p.cameras,
+        "variant": p.variant,
+        "total_fps": round(total, 1),
+        "of_capacity": round(total / p.capacity_fps, 3),
+        "fairness": round(min(per_cam) / mean, 3) if mean else None,
+        "overwritten_per_s": round(overwritten / seconds, 1),
+        "post_batches_per_s": round(batches / seconds, 1),
+        "post_ms_per_batch": round(1000.0 * busy / batches, 1) if batches else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.overload_model", description=__doc__)
+    ap.add_argument("--cameras", default="64,96,128")
+    ap.add_argument("--variants", default="before,after")
+    ap.add_argument("--before", default="612be70", help="git revision of the 'before' variant")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--py-us", type=float, default=250.0, help="camera Python per frame, us")
+    ap.add_argument("--calls", type=int, default=5, help="camera native calls per frame")
+    ap.add_argument("--gpu-wait-us", type=float, default=500.0)
+    ap.add_argument("--post-decode-share", type=float, default=0.5)
+    ap.add_argument("--kernel-ms", type=float, default=80.0, help="fake batch time")
+    ap.add_argument("--warmup", type=float, default=4.0)
+    ap.add_argument("--window", type=float, default=8.0)
+    ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval, seconds")
+    ap.add_argument("--json", help="append each point here (JSON lines)")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    base = Point(
+        0,
+        "",
+        py_us=args.py_us,
+        calls=args.calls,
+        gpu_wait_us=args.gpu_wait_us,
+        post_decode_share=args.post_decode_share,
+        kernel_ms=args.kernel_ms,
+        warmup_s=args.warmup,
+        window_s=args.window,
+    )
+    kinds = {"before": yolox_postprocess(args.before), "after": yolox_postprocess(None)}
+    results: dict[tuple[int, str], list[float]] = {}
+    for _ in range(args.repeats):
+        for n in (int(c) for c in args.cameras.split(",") if c):
+            for variant in args.variants.split(","):
+                kind = kinds[variant.split("+")[0]]
+                point = measure(replace(base, cameras=n, variant=variant), torch, kind)
+                results.setdefault((n, variant), []).append(point["total_fps"])
+                line = json.dumps(point)
+                print(line, flush=True)
+                if args.json:
+                    with open(args.json, "a") as out:
+                        out.write(line + "\n")
+    for (n, variant), fps in sorted(results.items()):
+        print(f"{n:4d} {variant:14s} median {statistics.median(fps):7.1f} fps  {fps}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
