@@ -40,7 +40,7 @@ class FakeHost:
 
 class _Stream:
     def __init__(self, name: str) -> None:
-        self.ops: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self.ops: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -107,7 +107,7 @@ class FakeGpuRuntime:
     def stream_probe(self, stream: int) -> None:
         pass
 
-    def launch(self, stream: int, op: Callable[[], None]) -> None:
+    def launch(self, stream: int, op: Callable[[], object]) -> None:
         self._streams[stream].ops.put(op)
 
     def event_create(self) -> int:
@@ -166,9 +166,9 @@ class FakeContext:
             if self.ex.runtime.kernel_s:
                 time.sleep(self.ex.runtime.kernel_s)
             src = (ctypes.c_uint8 * (batch * frame)).from_address(self.d_input)
-            x = np.frombuffer(src, np.uint8).reshape(batch, *FRAME_SHAPE)
+            x = np.ctypeslib.as_array(src).reshape(batch, *FRAME_SHAPE)
             dst = (ctypes.c_float * (batch * 4)).from_address(self.d_output)
-            y = np.frombuffer(dst, np.float32).reshape(batch, 4)
+            y = np.ctypeslib.as_array(dst).reshape(batch, 4)
             y[:, :3] = x[:, 0, 0, :]
             y[:, 3] = batch
 
@@ -187,7 +187,7 @@ class FakeContext:
                 if image.ready is not None:
                     image.ready.wait(10.0)  # the fake decoder's "event"
                 dst = (ctypes.c_uint8 * frame).from_address(self.d_input + row * frame)
-                x = np.frombuffer(dst, np.uint8).reshape(FRAME_SHAPE)
+                x = np.ctypeslib.as_array(dst).reshape(FRAME_SHAPE)
                 x[...] = 114
                 x[0, 0] = np.asarray(image.nv12).reshape(-1)[:3]
 
@@ -246,7 +246,7 @@ class FakePostprocess:
         self.batches.append(batch)
         self.thread.add(threading.current_thread().name)
         src = (ctypes.c_float * (batch * 4)).from_address(d_outputs[0])
-        y = np.frombuffer(src, np.float32).reshape(batch, 4).copy()
+        y = np.ctypeslib.as_array(src).reshape(batch, 4).copy()
         out = []
         for row, r in zip(y, requests, strict=True):
             box = np.array([[0, 0, r.letterbox.src_w, r.letterbox.src_h]], np.float32)
