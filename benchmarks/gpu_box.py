@@ -88,6 +88,22 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float) -> f
     raise SystemExit(f"vidpipe run was not ready after {timeout_s:.0f} s")
 
 
+def _wait_graphs(log: Path, port: int, timeout_s: float) -> float | None:
+    """Seconds until every process logged that its background CUDA graphs are all captured
+    (a service captures most of them while its cameras run; the window waits for them), or
+    None without torch's background capture."""
+    t0 = time.monotonic()
+    processes = _Scraped(port).text.count("vidpipe_process_up{") or 1
+    while time.monotonic() - t0 < timeout_s:
+        text = log.read_text(errors="replace")
+        if "graphs of batch sizes" not in text:
+            return None
+        if text.count("every graph size ready") >= processes:
+            return round(time.monotonic() - t0, 1)
+        time.sleep(1.0)
+    return None
+
+
 def _shares(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> list[float]:
     """Per camera, the share of its captured frames inferred between two snapshots."""
     shares = []
@@ -121,6 +137,7 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         )
     try:
         start_s = _wait_ready(port, proc, args.ready_timeout)
+        graphs_s = _wait_graphs(workdir / f"box-{cameras}.log", port, args.ready_timeout)
         time.sleep(args.warmup)
         names = [c.name for c in cfg.cameras]
         before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
@@ -141,6 +158,7 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         "processes": processes or 1,
         "processes_setting": args.processes,
         "start_s": round(start_s, 1),
+        "graphs_s": graphs_s,
         "worst_share": round(min(shares), 4),
         "mean_share": round(sum(shares) / len(shares), 4),
         "p95_latency_s": p95,

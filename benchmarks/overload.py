@@ -127,6 +127,11 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         try:
             startup_s = time.monotonic() - t_start
             time.sleep(args.warmup)
+            # a service's start captures most CUDA graphs on a background thread: its warm-ups
+            # would fall into the window (and hold the GIL), so the window waits for them
+            for thread in threading.enumerate():
+                if thread.name.startswith("vidpipe-graphs-"):
+                    thread.join(300.0)
             registry = daemon.metrics.registry
             sampler = StackSampler(args.sample_ms / 1000.0)
             dmon = start_dmon(args.device) if args.inference == "torch" else None
