@@ -11,10 +11,12 @@ A camera with ``url:`` alone is covered, unchanged, by tests/integration/test_cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +66,23 @@ def streams(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     return sub, main
 
 
+@contextlib.contextmanager
+def dual_servers(streams: tuple[Path, Path]) -> Iterator[tuple[RtspServer, RtspServer]]:
+    """The sub-stream's and the main stream's RTSP servers, each looping ``PERSON``."""
+    sub_dir, main_dir = streams
+    with RtspServer(sub_dir, loop=True) as sub, RtspServer(main_dir, loop=True) as main:
+        yield sub, main
+
+
 def dual_config(
-    repo_root: Path, assets_dir: Path, sub_url: str, main_url: str, clips_dir: Path, port: int
+    repo_root: Path,
+    assets_dir: Path,
+    servers: tuple[RtspServer, RtspServer],
+    clips_dir: Path,
+    port: int,
 ) -> dict[str, Any]:
+    """The walkway camera detecting on the first server's stream, recording the second's."""
+    sub_url, main_url = (server.url(PERSON) for server in servers)
     config = walkway_config(repo_root, assets_dir, sub_url, clips_dir)
     camera = config["cameras"][0]
     del camera["url"]
@@ -99,22 +115,11 @@ def api_cameras(port: int) -> list[dict[str, Any]]:
 def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
     repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
 ) -> None:
-    sub_dir, main_dir = streams
     clips_dir = tmp_path / "clips"
     out = tmp_path / "events.jsonl"
     port = free_port()
-    with (
-        RtspServer(sub_dir, loop=True) as sub_server,
-        RtspServer(main_dir, loop=True) as main_server,
-    ):
-        config = dual_config(
-            repo_root,
-            assets_dir,
-            sub_server.url(PERSON),
-            main_server.url(PERSON),
-            clips_dir,
-            port,
-        )
+    with dual_servers(streams) as servers:
+        config = dual_config(repo_root, assets_dir, servers, clips_dir, port)
         config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
         daemon = run_daemon(config)
 
@@ -169,20 +174,10 @@ def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_wh
     streams: tuple[Path, Path],
     browser,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    sub_dir, main_dir = streams
     port = free_port()
-    with (
-        RtspServer(sub_dir, loop=True) as sub_server,
-        RtspServer(main_dir, loop=True) as main_server,
-    ):
-        config = dual_config(
-            repo_root,
-            assets_dir,
-            sub_server.url(PERSON),
-            main_server.url(PERSON),
-            tmp_path / "clips",
-            port,
-        )
+    with dual_servers(streams) as servers:
+        main_server = servers[1]
+        config = dual_config(repo_root, assets_dir, servers, tmp_path / "clips", port)
         daemon = run_daemon(config)
 
         def up(role: str) -> float:
@@ -235,15 +230,10 @@ def test_losing_the_record_input_leaves_detection_running_and_the_metrics_say_wh
 def test_crop_source_record_cuts_the_best_shot_from_the_main_stream_at_its_scale(
     repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
 ) -> None:
-    sub_dir, main_dir = streams
     clips_dir = tmp_path / "clips"
     out = tmp_path / "events.jsonl"
-    with (
-        RtspServer(sub_dir, loop=True) as sub_server,
-        RtspServer(main_dir, loop=True) as main_server,
-    ):
-        config = dual_config(repo_root, assets_dir, sub_server.url(PERSON),
-                             main_server.url(PERSON), clips_dir, free_port())  # fmt: skip
+    with dual_servers(streams) as servers:
+        config = dual_config(repo_root, assets_dir, servers, clips_dir, free_port())
         config["cameras"][0]["clips"]["crop"] = {"source": "record"}
         config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
         daemon = run_daemon(config)

@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from vidpipe.clips.writer import ClipJob, ClipWriteError, write_clip
 from vidpipe.config import CameraConfig, ClipsConfig, SchedulerConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
 from vidpipe.sinks.record import event_record
-from vidpipe.types import ClipEvent, FrameResult, TrackEvent, host_image
+from vidpipe.types import ClipEvent, Detections, FrameResult, TrackEvent, host_image
 
 log = logging.getLogger(__name__)
 
@@ -258,24 +258,18 @@ class ClipRecorder:
 
     def _update_crops(self, camera: _Camera, clip: _OpenClip, result: FrameResult) -> None:
         det = result.detections
-        if det.tracker_id is None or result.image is None:
+        if result.image is None:
             return
-        better = [
-            i
-            for i in np.flatnonzero(det.tracker_id >= 0).tolist()
-            if (best := clip.crops.get(int(det.tracker_id[i]))) is None
-            or float(det.score[i]) > best.score
-        ]
+        better = _better(det, clip.crops)
         if not better:
             return
         frame = host_image(result.image)  # a GPU picture is downloaded only for a better crop
         h, w = frame.shape[:2]
-        for i in better:
+        for i, tid in better:
             box = padded_box(det.xyxy[i].tolist(), camera.cfg.crop.padding, w, h)
             if box is None:
                 continue
             left, top, right, bottom = box
-            tid = int(det.tracker_id[i])
             label = result.labels.name(int(det.class_id[i]))
             crop = frame[top:bottom, left:right].copy()
             clip.crops[tid] = Crop(tid, label, float(det.score[i]), crop)
@@ -283,16 +277,13 @@ class ClipRecorder:
     def _update_shots(self, clip: _OpenClip, result: FrameResult) -> None:
         """As ``_update_crops``, keeping each track's best box and time, not its picture."""
         det = result.detections
-        if det.tracker_id is None:
-            return
-        for i in np.flatnonzero(det.tracker_id >= 0).tolist():
-            tid, score = int(det.tracker_id[i]), float(det.score[i])
-            best = clip.shots.get(tid)
-            if best is None or score > best.score:
-                x1, y1, x2, y2 = det.xyxy[i].tolist()
-                label = result.labels.name(int(det.class_id[i]))
-                clip.shots[tid] = Shot(tid, label, score, (x1, y1, x2, y2), result.width,
-                                       result.height, result.t_capture)  # fmt: skip
+        for i, tid in _better(det, clip.shots):
+            x1, y1, x2, y2 = det.xyxy[i].tolist()
+            label = result.labels.name(int(det.class_id[i]))
+            box = (x1, y1, x2, y2)
+            shot = Shot(tid, label, float(det.score[i]), box, result.width, result.height,
+                        result.t_capture)  # fmt: skip
+            clip.shots[tid] = shot
 
     # ------------------------------------------------------------------ closing clips
 
@@ -471,3 +462,16 @@ class ClipRecorder:
             except queue.Empty:
                 break
             self._metrics.clips_dropped.labels(camera=job.camera, reason="shutdown").inc()
+
+
+def _better(det: Detections, best: Mapping[int, Crop | Shot]) -> list[tuple[int, int]]:
+    """``(index, tracker id)`` of the tracked detections that score above their track's best
+    so far."""
+    if det.tracker_id is None:
+        return []
+    tracked = [(i, int(det.tracker_id[i])) for i in np.flatnonzero(det.tracker_id >= 0).tolist()]
+    return [
+        (i, tid)
+        for i, tid in tracked
+        if (kept := best.get(tid)) is None or float(det.score[i]) > kept.score
+    ]
