@@ -196,9 +196,10 @@ def _sighup_starts_a_new_camera_in_its_shard(box: Box, assets_dir: Path) -> None
     text = box.metrics()
     assert sample(text, "vidpipe_frames_captured_total", camera=name, shard=str(shard))
     assert sample(text, "vidpipe_frames_captured_total", camera=name, shard=str(1 - shard)) is None
-    log = box.log()
-    assert "shard0:vidpipe.daemon" in log and "shard1:vidpipe.daemon" in log
-    assert all(f"shard{i}:vidpipe.daemon [MainThread] reload applied" in log for i in (0, 1))
+    # each process applies the forwarded SIGHUP on its own: the shard without the new camera
+    # may log its (empty) reload after the new camera already streams in the other one
+    applied = [f"shard{i}:vidpipe.daemon [MainThread] reload applied" for i in (0, 1)]
+    wait_for(lambda: all(line in box.log() for line in applied), 60, "both shards reloaded")
 
 
 def _put_reaches_the_right_child(box: Box, assets_dir: Path) -> None:
