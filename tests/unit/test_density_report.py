@@ -149,6 +149,24 @@ def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one
     assert judge(result, stream_fps=10.0)["reasons"] == ["flaky inferred 86.0% of due frames"]
 
 
+def test_judge_holds_a_camera_detecting_on_its_sub_stream_to_the_sub_streams_rate() -> None:
+    zero = _counters(0, 0)
+    result = {
+        "spec": {"cameras": 1},
+        "window_s": 10.0,
+        "latency_ms": {"p50": 20.0, "p95": 60.0},
+        "info": {
+            "detect_stream": "sub",
+            "camera_counters": {"before": {"c": zero}, "after": {"c": _counters(50, 25)}},
+        },
+    }
+    assert judge(result, stream_fps=10.0, sub_fps=5.0)["passes"]  # 5 fps read of a 5 fps sub
+    result["info"]["detect_stream"] = "main"  # the same reads of the 10 fps main stream
+    assert judge(result, stream_fps=10.0, sub_fps=5.0)["reasons"] == [
+        "c captured 5.0 fps < stream 10"
+    ]
+
+
 def test_dual_stream_searches_name_the_sub_stream_the_repeat_and_the_cpu_per_camera() -> None:
     criteria = {"min_inferred_share": 0.99, "max_p95_ms": 200.0, "min_capture_share": 0.97,
                 "slack_frames": 3}  # fmt: skip

@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cameras", type=_csv(int), help="camera counts, e.g. 1,4,8")
     p.add_argument("--clip", "--clips", dest="clips", type=_csv(str),
                    help="clip names in the assets' videos/ (NAME-1080p.mp4 is made with "
-                   "ffmpeg) or paths")  # fmt: skip
+                   "ffmpeg, NAME-432p5.mp4 also at 5 fps) or paths")  # fmt: skip
     p.add_argument("--seconds", type=float, help="measurement window per point")
     p.add_argument("--warmup", type=float, dest="warmup_s", help="seconds before the window")
     p.add_argument("--repeats", type=int, help="repeats per point")
@@ -103,7 +103,8 @@ def _add_density_arguments(p: argparse.ArgumentParser) -> None:
                    "of searching; the largest that passes is reported")  # fmt: skip
     p.add_argument("--density-sub-clip",
                    help="density mode: also serve this clip as each camera's sub-stream "
-                   "(e.g. NAME-432p.mp4 beside --density-clip NAME-1080p.mp4), for "
+                   "(e.g. NAME-432p.mp4 or, at 5 fps, NAME-432p5.mp4 beside --density-clip "
+                   "NAME-1080p.mp4), for "
                    "contenders that detect on it and record the main stream")  # fmt: skip
     p.add_argument("--density-repeats", type=int,
                    help="density mode: run every search this many times, the contenders' "

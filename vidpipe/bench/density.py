@@ -76,9 +76,14 @@ def _proc_cpu_s(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def judge(result: dict[str, Any], stream_fps: float) -> dict[str, Any]:
-    """Whether one trial passes, and why not."""
+def judge(
+    result: dict[str, Any], stream_fps: float, sub_fps: float | None = None
+) -> dict[str, Any]:
+    """Whether one trial passes, and why not; a camera detecting on its sub-stream is read in
+    real time at the sub-stream's rate ``sub_fps``."""
     reasons: list[str] = []
+    if sub_fps is not None and result.get("info", {}).get("detect_stream") == "sub":
+        stream_fps = sub_fps
     if result.get("error"):
         reasons.append(f"error: {result['error']}")
     counters = result.get("info", {}).get("camera_counters")
@@ -170,8 +175,10 @@ def run_density(
     start = "staggered" if o.density_staggered else "same"
     out = {"clip": clip, "stream_fps": stream_fps, "start": start, "criteria": CRITERIA}
     sub = o.density_sub_clip
+    sub_fps = None if sub is None else float(ctx.clip_info[sub]["fps"])
     if sub is not None:
         out["sub_clip"] = sub
+        out["sub_stream_fps"] = sub_fps
     with tempfile.TemporaryDirectory(prefix="vidpipe-density-") as tmp:
         served = _one_mount_per_camera(Path(tmp), ctx.clips[clip])
         if sub is not None:
@@ -180,12 +187,11 @@ def run_density(
             runs = partial(_run_with_server_cpu, run_point=run_point, tmp=Path(tmp),
                            server_pid=server.pid)  # fmt: skip
             extra = {"sub_url": server.url("sub-cam{i}")} if sub is not None else {}
+            main_url = server.url("cam{i}")
             contenders = [c for c in o.contenders or ("vidpipe",) if c.startswith("vidpipe")]
             out["results"] = [
                 {
-                    **_search(
-                        ctx, clip, c, rate, server.url("cam{i}"), stream_fps, runs, say, extra
-                    ),
+                    **_search(ctx, clip, c, rate, main_url, stream_fps, runs, say, extra, sub_fps),
                     "repeat": r,
                 }
                 for r in range(o.density_repeats)
@@ -205,9 +211,11 @@ def _search(
     run: Callable[..., dict[str, Any]],
     say: Callable[[str], None],
     extra: dict[str, Any],
+    sub_fps: float | None = None,
 ) -> dict[str, Any]:
     """The largest passing camera count of ``contender`` at ``detect_fps`` ``rate``, and
-    every trial's verdict; ``extra`` goes into every point's ``PointSpec.extra``."""
+    every trial's verdict; ``extra`` goes into every point's ``PointSpec.extra``; ``sub_fps``:
+    the sub-stream's rate (``judge``)."""
     o = ctx.options
     trials: list[dict[str, Any]] = []
     fields = ctx.spec_fields()
@@ -216,7 +224,8 @@ def _search(
     def trial(n: int) -> dict[str, Any]:
         spec = PointSpec(contender, url, clip, n, o.seconds, max(3.0, o.warmup_s),
                          detect_fps=rate, **fields)  # fmt: skip
-        verdict = judge(run(spec, timeout_s=o.warmup_s + o.seconds + 240), stream_fps)
+        result = run(spec, timeout_s=o.warmup_s + o.seconds + 240)
+        verdict = judge(result, stream_fps, sub_fps)
         trials.append(verdict)
         say(
             f"density {contender} detect_fps={rate or stream_fps:g} N={n}: "

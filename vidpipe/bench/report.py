@@ -124,8 +124,9 @@ def _density(doc: dict[str, Any]) -> list[str]:
         f"{dens['clip']} served by a local GStreamer RTSP server at {dens['stream_fps']:g} fps, "
         f"looped, one mount per camera{_STARTS.get(dens.get('start'), '.')} "
         + (
-            f"Each camera's sub-stream, {dens['sub_clip']}, is served beside it (read by the "
-            "dual-stream contenders only). "
+            f"Each camera's sub-stream, {dens['sub_clip']}, is served beside it"
+            + (f" at {dens['sub_stream_fps']:g} fps" if dens.get("sub_stream_fps") else "")
+            + " (read by the dual-stream contenders only, in real time at its own rate). "
             if dens.get("sub_clip")
             else ""
         )

@@ -127,6 +127,7 @@ class VidpipeRun:
         if camera is not None and "clips" in camera:  # this point's clips go with it
             camera = merged(camera, {"clips": {"dir": str(Path(self._tmp.name) / "clips")}})
         self.cfg = bench_config(spec, self.jsonl, overrides, camera, odd_camera, dual_stream)
+        self.detect_stream = "sub" if dual_stream else "main"
         self.daemon = Daemon(self.cfg)
         self.errors: list[str] = []
         self.precision = spec.precision
@@ -151,6 +152,7 @@ class VidpipeRun:
             "pipeline_depth": scheduler.pipeline_depth,
             "buffers": scheduler.capacity,  # one lent input buffer per frame in flight
             "http_port": self.daemon.http_port,
+            "detect_stream": self.detect_stream,  # the density judge's rate to read at
         }
 
     def frames(self) -> int:

@@ -1,0 +1,46 @@
+"""The benchmark's derived clips: ``STEM-<H>p.mp4`` and ``STEM-<H>p<F>.mp4`` made with ffmpeg."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vidpipe.bench.common import clip_geometry, resolve_clip
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg")
+
+
+def _source(videos: Path) -> None:
+    """A 3 s, 10 fps, 320x240 test pattern as ``src.mp4``."""
+    videos.mkdir()
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=10:duration=3",
+         "-c:v", "libx264", "-pix_fmt", "yuv420p", str(videos / "src.mp4")],
+        check=True,
+    )  # fmt: skip
+
+
+def test_a_derived_clip_has_the_named_height_and_rate_and_the_sources_duration(
+    tmp_path: Path,
+) -> None:
+    videos, cache = tmp_path / "videos", tmp_path / "cache"
+    _source(videos)
+    cache.mkdir()
+    same_rate = resolve_clip("src-144p.mp4", videos, cache)
+    sub = resolve_clip("src-144p5.mp4", videos, cache)
+    assert same_rate.parent == cache and sub.parent == cache
+    w, h, fps, frames = clip_geometry(same_rate)
+    assert (w, h, round(fps), frames) == (256, 144, 10, 30)
+    w, h, fps, frames = clip_geometry(sub)
+    assert (w, h, round(fps), frames) == (256, 144, 5, 15)  # every other frame, same 3 s
+    assert resolve_clip("src-144p5.mp4", videos, cache) == sub  # made once, then reused
+
+
+def test_a_name_with_nothing_to_derive_it_from_is_refused(tmp_path: Path) -> None:
+    videos = tmp_path / "videos"
+    _source(videos)
+    with pytest.raises(FileNotFoundError, match=r"other-144p5\.mp4"):
+        resolve_clip("other-144p5.mp4", videos, tmp_path)
