@@ -179,9 +179,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
     if shard is None:  # an explicit shard is one process of a fleet: it runs alone
-        from vidpipe.supervisor.plan import plan_processes
+        from vidpipe.supervisor.plan import placement_problems, plan_processes
 
         plan = plan_processes(cfg)
+        if problems := placement_problems(cfg, plan.gpus):
+            raise ConfigError(problems)
         if plan.processes > 1:
             from vidpipe.supervisor.service import run_supervisor
 
@@ -195,9 +197,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from vidpipe.plan import check
+    from vidpipe.supervisor.plan import placement_problems, plan_processes
 
     cfg = load_config(args.config)
-    problems = check(cfg)
+    problems = placement_problems(cfg, plan_processes(cfg).gpus) + check(cfg)
     if problems:
         print(f"{args.config}: {len(problems)} problem(s)", file=sys.stderr)
         for p in problems:
@@ -220,6 +223,12 @@ def _print_processes(cfg: Config) -> None:
     counts = ", ".join(str(len(names)) for names in plan.shards)
     print(f"processes: {plan.processes} (inference.processes: {cfg.inference.processes})")
     print(f"cameras per process: {counts}")
+    if plan.gpus:
+        for gpu in sorted(set(plan.gpus)):
+            mine = [i for i, g in enumerate(plan.gpus) if g == gpu]
+            cams = sum(len(plan.shards[i]) for i in mine)
+            shards = ", ".join(map(str, mine))
+            print(f"GPU {gpu}: process(es) {shards}, {cams} camera(s) decoded and inferred there")
     print(f"CUDA MPS: {plan_mps(plan.gpu, plan.processes).describe()}")
 
 
