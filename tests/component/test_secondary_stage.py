@@ -115,10 +115,14 @@ def results(
                                    image.shape[0], det, labels, image))  # fmt: skip
         yield out
     # the clip goes on, nobody stays: every track ends (a reconnect ends them all)
-    t = (LAST_FRAME + EVERY) / FPS + later
-    end = FrameResult(camera, LAST_FRAME + EVERY, t, t, T0 + t, 768, 432, Detections.empty(),
-                      labels, np.zeros((432, 768, 3), np.uint8), epoch=1)  # fmt: skip
-    yield tracking(end)
+    yield tracking(empty_result(camera, LAST_FRAME + EVERY, labels))
+
+
+def empty_result(camera: str, seq: int, labels: Labels) -> FrameResult:
+    """Frame ``seq`` of ``camera`` after the clip: nobody in it, a new stream epoch."""
+    t = seq / FPS + (B_LATER_S if camera == "b" else 0.0)
+    return FrameResult(camera, seq, t, t, T0 + t, 768, 432, Detections.empty(), labels,
+                       np.zeros((432, 768, 3), np.uint8), epoch=1)  # fmt: skip
 
 
 class Recorder:
@@ -298,11 +302,7 @@ def settled(
     ):
         assert time.monotonic() < deadline, "the model never answered every crop"
         time.sleep(0.05)
-    later = B_LATER_S if camera == "b" else 0.0
-    t = (LAST_FRAME + 2 * EVERY) / FPS + later
-    tail = FrameResult(camera, LAST_FRAME + 2 * EVERY, t, t, T0 + t, 768, 432, Detections.empty(),
-                       labels, np.zeros((432, 768, 3), np.uint8), epoch=1)  # fmt: skip
-    return run(stage, iter([tail]))
+    return run(stage, iter([empty_result(camera, LAST_FRAME + 2 * EVERY, labels)]))
 
 
 def test_two_cameras_share_global_ids_and_the_records_carry_them(

@@ -6,13 +6,13 @@ pure functions of the config (the H200 runs of tests/gpu exercise one GPU's daem
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.integration.test_cli import vidpipe
 from vidpipe.cli import _print_processes
 from vidpipe.config import Config, ConfigError
 from vidpipe.reload import on_gpu
@@ -100,9 +100,10 @@ def test_a_cameras_own_gpu_is_refused_where_processes_are_placed() -> None:
 
 
 def test_check_prints_each_gpus_processes_and_cameras(capsys: pytest.CaptureFixture) -> None:
-    _print_processes(config(100, [0, 1], processes=4))
+    cfg = config(100, [0, 1], processes=4)
+    plan = plan_processes(cfg)
+    _print_processes(cfg, plan)
     out = capsys.readouterr().out
-    plan = plan_processes(config(100, [0, 1], processes=4))
     on_0 = len(plan.shards[0]) + len(plan.shards[2])
     assert f"GPU 0: process(es) 0, 2, {on_0} camera(s)" in out
     assert f"GPU 1: process(es) 1, 3, {100 - on_0} camera(s)" in out
@@ -113,13 +114,7 @@ def test_vidpipe_check_and_run_refuse_a_cameras_gpu_on_a_placed_box(tmp_path: Pa
     data = doc(1, [0, 1], processes=2, decoder="nvdec", gpu=1, motion={"enabled": False})
     path.write_text(yaml.safe_dump(data))
     for command in ("check", "run"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "vidpipe.cli", command, "-c", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = vidpipe(command, "-c", str(path))
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
         assert "cameras[0].gpu: camera 'cam0': with 2 processes over GPUs [0, 1]" in proc.stderr
 
