@@ -77,6 +77,8 @@ _TRACK = {
     ],
 }
 # the motion gate on at its defaults (density on the walkway clip with an INT8 model)
+#: a 16:9 camera's picture fills 416x234 of YOLOX-Nano's 416x416: run the model at 416x256
+_WIDE: dict[str, Any] = {"model": {"input_size": [416, 256]}}
 _MOTION = {"motion": {"enabled": True}}
 # OpenVINO's stream threads free to run on any core (they are pinned one to a core)
 _NOPIN = {"inference": {"advanced": {"cpu_pinning": False}}}
@@ -121,6 +123,12 @@ VARIANTS: dict[str, Variant] = {
     # (density mode: --density-clip NAME-1080p.mp4 --density-sub-clip NAME-432p.mp4)
     "vidpipe-motion-clips": Variant(camera={**_MOTION, "clips": _CLIPS}),
     "vidpipe-motion-dual": Variant(camera={**_MOTION, "clips": _CLIPS}, dual_stream=True),
+    # the same two with the model run at a 16:9 input (model.input_size), the cameras' shape
+    "vidpipe-motion-clips-wide": Variant(_WIDE, camera={**_MOTION, "clips": _CLIPS}),
+    "vidpipe-motion-dual-wide": Variant(
+        _WIDE, camera={**_MOTION, "clips": _CLIPS}, dual_stream=True
+    ),
+    "vidpipe-wide": Variant(_WIDE),
 }
 #: the variants with a feature on in every camera, whose paired ratios the report shows
 CAMERA_VARIANTS = (
@@ -188,6 +196,9 @@ LABELS: dict[str, str] = {
     "vidpipe-motion-clips": "vidpipe, motion gate and clips, one stream (detect + record)",
     "vidpipe-motion-dual": "vidpipe, motion gate and clips, detect on the sub-stream, record "
     "the main stream",
+    "vidpipe-motion-clips-wide": "vidpipe-motion-clips, the model at 416x256",
+    "vidpipe-motion-dual-wide": "vidpipe-motion-dual, the model at 416x256",
+    "vidpipe-wide": "vidpipe, the model at 416x256 (model.input_size) instead of 416x416",
 }
 
 

@@ -211,7 +211,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"  - {redact.redact_text(p)}", file=sys.stderr)
         return EXIT_CONFIG
-    names = ", ".join(m.path.name for m in cfg.detectors().values())
+    names = ", ".join(
+        m.path.name + (f" at {m.input_size[0]}x{m.input_size[1]}" if m.input_size else "")
+        for m in cfg.detectors().values()
+    )
     print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {names})")
     _print_processes(cfg, plan)
     if args.shards:

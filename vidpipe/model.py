@@ -51,7 +51,7 @@ def open_model(model: ModelConfig, inference: InferenceConfig) -> LoadedModel:
             outputs do fit where one does.
     """
     labels = load_labels(model.labels) if model.labels else None
-    backend = build_backend(model.path, inference, model_type(model.type).input)
+    backend = build_backend(model.path, inference, model_type(model.type).input, model.input_size)
     spec = backend.input_spec
     num_classes, problems = check_output_shapes(
         model.type, backend.output_shapes, spec.width, spec.height, len(labels) if labels else None

@@ -127,7 +127,11 @@ def scrape_soon(port: int) -> str:
 
 
 def detect_offline(
-    assets_dir: Path, inputs: list[Path], workdir: Path, score_threshold: float = PARTNER_SCORE
+    assets_dir: Path,
+    inputs: list[Path],
+    workdir: Path,
+    score_threshold: float = PARTNER_SCORE,
+    model_settings: dict | None = None,
 ) -> list[dict]:
     """``vidpipe detect`` on ``inputs`` at the suite's precision: the reference that the
     daemon's output is compared with (same model, same precision, same frames).
@@ -135,11 +139,12 @@ def detect_offline(
     Returns one record per frame, in input then frame order, as ``detect`` prints them: the
     v1 frame record (``vidpipe.sinks.record``), the input's file name as its ``camera``. The
     default threshold, 0.25, is the partner score of the precision-free rule (tests/golden.py),
-    below the daemon's 0.3.
+    below the daemon's 0.3. ``model_settings`` adds to the model's section (``input_size``).
     """
     models = assets_dir / "models"
     config = workdir / "offline.yaml"
     model = {"path": str(models / "yolox_nano.onnx"), "labels": str(models / "coco80.txt")}
+    model.update(model_settings or {})
     config.write_text(yaml.safe_dump(with_precision({"model": model})))
     args = ["detect", "--config", str(config), "--score-threshold", str(score_threshold)]
     proc = subprocess.run(
@@ -151,6 +156,24 @@ def detect_offline(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+SHORT_CLIP_FRAMES = 60
+
+
+@pytest.fixture(scope="session")
+def short_clip(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """6 s of the walkway clip (768x432), from 40 s in where people walk, re-encoded so that
+    the cut starts on a keyframe: ``SHORT_CLIP_FRAMES`` frames."""
+    out = tmp_path_factory.mktemp("clip") / "walkway-6s.mp4"
+    src = assets_dir / "videos" / "one-by-one-person-detection.mp4"
+    subprocess.run(
+        ["ffmpeg", "-loglevel", "error", "-ss", "40", "-i", str(src), "-frames:v",
+         str(SHORT_CLIP_FRAMES), "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "30", "-an",
+         str(out)],
+        check=True,
+    )  # fmt: skip
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -9,32 +9,18 @@ at f32 and at bf16. The two models disagree on some frames: the comparison can t
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.golden import agree
-from tests.integration.conftest import free_port, metric, scrape, wait_for
+from tests.integration.conftest import SHORT_CLIP_FRAMES, free_port, metric, scrape, wait_for
 from tests.integration.test_cli import vidpipe
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-FRAMES = 60  # 6 s of the walkway clip: people in most frames
-
-
-@pytest.fixture(scope="module")
-def short_clip(assets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("clip") / "walkway-6s.mp4"
-    src = assets_dir / "videos" / "one-by-one-person-detection.mp4"
-    # from 40 s in, where people walk; re-encoded so that the cut starts on a keyframe
-    subprocess.run(
-        ["ffmpeg", "-loglevel", "error", "-ss", "40", "-i", str(src), "-frames:v", str(FRAMES),
-         "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "30", "-an", str(out)],
-        check=True,
-    )  # fmt: skip
-    return out
+FRAMES = SHORT_CLIP_FRAMES  # people in most frames
 
 
 def _models(assets_dir: Path) -> dict:

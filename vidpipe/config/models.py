@@ -44,6 +44,15 @@ class NamedModelConfig(ModelConfig):
     def is_detector(self) -> bool:
         return self.type in MODEL_TYPES.tags
 
+    @model_validator(mode="after")
+    def _input_size_of_a_detector(self) -> NamedModelConfig:
+        if self.input_size is not None and not self.is_detector:
+            raise ValueError(
+                f"input_size: a {self.type} model takes its crops at its own size; "
+                "input_size applies to detectors"
+            )
+        return self
+
 
 class SecondaryConfig(ConfigModel):
     """A model run on crops of tracked objects, beside detection and never in its way."""

@@ -455,7 +455,7 @@ class Config(ConfigModel):
         for name, model in self.detectors().items():
             problem = model.backend_problem(self.inference)
             if problem and name != DEFAULT_DETECTOR:
-                problem = problem.replace("model.type:", f"models.{name}.type:", 1)
+                problem = problem.replace("model.", f"models.{name}.", 1)
             if problem:
                 raise ValueError(problem)
         return self

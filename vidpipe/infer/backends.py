@@ -9,16 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from vidpipe.config import BACKENDS, GpuConfig, InferenceConfig, OpenVINOConfig
 from vidpipe.infer.base import BackendError, InferenceBackend
 from vidpipe.preprocess.letterbox import DEFAULT_INPUT, ModelInput
 
-_C = TypeVar("_C")
-BackendFactory = Callable[[Path, _C, ModelInput], InferenceBackend]
-"""``factory(model_path, cfg, model_input)``: ``model_input`` is the model type's input
-(letterbox placement, pad, normalisation), which the backend's buffers and graph follow."""
+_C = TypeVar("_C", contravariant=True)
+
+
+class BackendFactory(Protocol[_C]):
+    """``factory(model_path, cfg, model_input, input_size)``: ``model_input`` is the model
+    type's input (letterbox placement, pad, normalisation), which the backend's buffers and
+    graph follow; ``input_size`` the ``(width, height)`` to run the model at (None: its own)."""
+
+    def __call__(
+        self, model_path: Path, cfg: _C, model_input: ModelInput, input_size: tuple[int, int] | None
+    ) -> InferenceBackend: ...
 
 
 def register_backend(*types: str) -> Callable[[BackendFactory[_C]], BackendFactory[_C]]:
@@ -27,16 +34,28 @@ def register_backend(*types: str) -> Callable[[BackendFactory[_C]], BackendFacto
 
 
 @register_backend("openvino")
-def _openvino(model_path: Path, cfg: OpenVINOConfig, model_input: ModelInput) -> InferenceBackend:
+def _openvino(
+    model_path: Path,
+    cfg: OpenVINOConfig,
+    model_input: ModelInput,
+    input_size: tuple[int, int] | None,
+) -> InferenceBackend:
     from vidpipe.infer.openvino import OpenVINOBackend
 
-    return OpenVINOBackend(model_path, cfg, model_input=model_input)
+    return OpenVINOBackend(model_path, cfg, model_input=model_input, input_size=input_size)
 
 
 @register_backend("tensorrt", "torch")
-def _gpu(model_path: Path, cfg: GpuConfig, model_input: ModelInput) -> InferenceBackend:
-    # Config validation refuses such a model type already; this is for callers that build a
-    # backend without a validated Config.
+def _gpu(
+    model_path: Path, cfg: GpuConfig, model_input: ModelInput, input_size: tuple[int, int] | None
+) -> InferenceBackend:
+    # Config validation refuses both already; this is for callers that build a backend
+    # without a validated Config.
+    if input_size is not None:
+        raise BackendError(
+            f"inference type {cfg.type!r} runs the model at the size it was exported with; "
+            f"it cannot reshape it to {input_size[0]}x{input_size[1]}"
+        )
     if model_input != DEFAULT_INPUT:
         raise BackendError(
             f"inference type {cfg.type!r} letterboxes top-left with pad 114 and 0-255 pixels "
@@ -48,9 +67,12 @@ def _gpu(model_path: Path, cfg: GpuConfig, model_input: ModelInput) -> Inference
 
 
 def build_backend(
-    model_path: Path, cfg: InferenceConfig, model_input: ModelInput = DEFAULT_INPUT
+    model_path: Path,
+    cfg: InferenceConfig,
+    model_input: ModelInput = DEFAULT_INPUT,
+    input_size: tuple[int, int] | None = None,
 ) -> InferenceBackend:
-    """The backend registered for ``cfg.type``, over the model at ``model_path``, fed as
-    ``model_input`` says."""
+    """The backend registered for ``cfg.type``, over the model at ``model_path`` run at
+    ``input_size`` (None: the model's own), fed as ``model_input`` says."""
     factory: BackendFactory[InferenceConfig] = BACKENDS.factory(cfg.type)
-    return factory(model_path, cfg, model_input)
+    return factory(model_path, cfg, model_input, input_size)

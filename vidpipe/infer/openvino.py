@@ -125,29 +125,53 @@ def model_precision(model: ov.Model, compiled_precision: str) -> str:
     return compiled_precision
 
 
-def _static_input_shape(model: ov.Model, path: Path) -> list[int]:
+def _static_input_shape(
+    model: ov.Model, path: Path, size: tuple[int, int] | None = None
+) -> list[int]:
+    """The model's input dims, reshaped to batch 1 and, given ``size`` (width, height), to
+    that picture size."""
     if len(model.inputs) != 1:
         raise BackendError(f"model {path}: expected one input, found {len(model.inputs)}")
     pshape = model.input().get_partial_shape()
     if pshape.rank.is_dynamic:
         raise BackendError(f"model {path}: input rank is dynamic")
     dims = [d.get_length() if d.is_static else -1 for d in pshape]
-    if dims[0] != 1:  # dynamic or larger batch: this backend submits one frame per request
-        dims[0] = 1
-        model.reshape({model.input().get_any_name(): ov.PartialShape(dims)})
+    wanted = [1, *dims[1:]]  # this backend submits one frame per request
+    if size is not None:
+        if len(dims) != 4 or dims[1] != 3:
+            raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
+        wanted[2], wanted[3] = size[1], size[0]
+    if wanted != dims:
+        _reshape(model, path, wanted, size)
+        dims = wanted
     if any(d <= 0 for d in dims):
         raise BackendError(f"model {path}: input spatial size must be static, got {pshape}")
     return dims
 
 
-def _input_spec(model: ov.Model, path: Path) -> TensorSpec:
-    """The spec of the input the scheduler writes: the model's own f32 NCHW image input.
+def _reshape(model: ov.Model, path: Path, dims: list[int], size: tuple[int, int] | None) -> None:
+    try:
+        model.reshape({model.input().get_any_name(): ov.PartialShape(dims)})
+    except RuntimeError as exc:
+        if size is None:
+            raise BackendError(f"model {path}: cannot run at batch 1: {_first_line(exc)}") from None
+        # e.g. NanoDet-m's export: its channel shuffles reshape to the 416x416 grid's sizes
+        raise BackendError(
+            f"model {path}: cannot run at input_size {size[0]}x{size[1]}: its graph fixes "
+            f"its input size ({_first_line(exc)}); remove model.input_size or export the "
+            "model at that size"
+        ) from None
+
+
+def _input_spec(model: ov.Model, path: Path, size: tuple[int, int] | None = None) -> TensorSpec:
+    """The spec of the input the scheduler writes: the model's own f32 NCHW image input, at
+    ``size`` (width, height) where given.
 
     Converting u8 NHWC in the graph instead (OpenVINO's PrePostProcessor) cost OpenVINO's
     threads 0.6-0.8 ms a frame more than it saved the scheduler on 2-core bf16 machines,
     where the channel split and widening take 0.07 ms (benchmarks/README.md).
     """
-    dims = _static_input_shape(model, path)
+    dims = _static_input_shape(model, path, size)
     if len(dims) != 4 or dims[1] != 3:
         raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
     return TensorSpec(model.input().get_any_name(), (1, 3, dims[2], dims[3]), "f32", "NCHW")
@@ -183,13 +207,14 @@ class OpenVINOBackend:
         cfg: OpenVINOConfig,
         core: ov.Core | None = None,
         model_input: ModelInput = DEFAULT_INPUT,
+        input_size: tuple[int, int] | None = None,
     ) -> None:
         self._core = core or ov.Core()
         # ``hint: auto`` still unresolved here was built with no cameras to count (``vidpipe
         # detect``, ``check``, tests): as for none, the throughput hint
         cfg = cfg.for_cameras(0)
         model = _read_model(self._core, model_path)
-        self.input_spec = _input_spec(model, model_path)
+        self.input_spec = _input_spec(model, model_path, input_size)
         self.output_shapes = [tuple(int(d) for d in o.get_shape()) for o in model.outputs]
         self.model_input = model_input
         model = _normalise_in_graph(model, model_input)
