@@ -30,6 +30,42 @@ from vidpipe.quantiles import quantile_of
 from vidpipe.schedule.hub import FrameHub, Mailbox
 
 _SAMPLE_S = 0.002
+_COINCIDENT_S = 0.010
+
+
+def coincidence(arrivals: list[tuple[float, str]], within_s: float) -> dict[str, float] | None:
+    """How bunched the cameras' frames arrive: for each arrival, the number of *other*
+    cameras' frames entering a mailbox within ``within_s`` of it (mean and p95), against the
+    mean that cameras of the same rates with independent phases would give (each other
+    camera's rate x ``2 x within_s``). Frames of many cameras arriving together wait for
+    each other however fast the pipeline is on average."""
+    if len(arrivals) < 2:
+        return None
+    arrivals = sorted(arrivals)
+    times = [t for t, _ in arrivals]
+    span = times[-1] - times[0]
+    if span <= 0:
+        return None
+    per_camera = Counter(c for _, c in arrivals)
+    counts = []
+    lo = hi = 0
+    for t, cam in arrivals:
+        while times[lo] < t - within_s:
+            lo += 1
+        while hi < len(times) and times[hi] <= t + within_s:
+            hi += 1
+        same = sum(1 for _, c in arrivals[lo:hi] if c == cam)
+        counts.append(hi - lo - same)
+    independent = sum(
+        per_camera[cam] * (len(arrivals) - per_camera[cam]) / span * 2 * within_s
+        for cam in per_camera
+    ) / len(arrivals)
+    return {
+        "within_ms": within_s * 1e3,
+        "mean": round(sum(counts) / len(counts), 2),
+        "p95": float(quantile_of([float(c) for c in counts], 0.95) or 0.0),
+        "independent_mean": round(independent, 2),
+    }
 
 
 class FrameWaitsProbe:
@@ -38,6 +74,7 @@ class FrameWaitsProbe:
         self._reader: list[float] = []
         self._mailbox: list[float] = []
         self._overwritten = 0
+        self._arrivals: list[tuple[float, str]] = []  # (t_put, camera) of every put
         self._samples: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -83,6 +120,7 @@ class FrameWaitsProbe:
             "reader_ms": ms(self._reader),
             "mailbox_ms": ms(self._mailbox),
             "samples": {k: round(n / total, 3) for k, n in self._samples.items()} if total else {},
+            "coincident": coincidence(self._arrivals, _COINCIDENT_S),
         }
 
     def _install(self) -> None:
@@ -97,6 +135,7 @@ class FrameWaitsProbe:
                 if waiting is not None and probe._put_at.pop(id(waiting), None) is not None:
                     probe._overwritten += 1  # replaced while it waited: never taken
                 probe._put_at[id(frame)] = (frame.t_capture, now)
+                probe._arrivals.append((now, frame.camera))
             return bool(put(box, frame, *args, **kwargs))
 
         def timed_take(hub: FrameHub, timeout_s: float) -> Any:

@@ -110,6 +110,8 @@ def test_fixed_counts_try_each_given_count_once_ascending_and_report_the_largest
     assert tried == [48, 56, 64, 72]
     tried.clear()
     assert fixed_counts(lambda n: {"passes": False}, [8, 16]) == 0
+    assert fixed_counts(trial, [56, 72, 56], ascending=False) == 56
+    assert tried == [56, 72, 56]
 
 
 def _counters(captured: float, inferred: float, errors: float = 0.0) -> dict:

@@ -9,7 +9,7 @@ import types
 
 import numpy as np
 
-from benchmarks.frame_waits import FrameWaitsProbe
+from benchmarks.frame_waits import FrameWaitsProbe, coincidence
 from vidpipe.bench.common import PointResult
 from vidpipe.schedule.hub import FrameHub, Mailbox
 from vidpipe.types import Frame
@@ -53,3 +53,19 @@ def test_frame_waits_leaves_other_contenders_alone() -> None:
     result = PointResult(spec={})
     probe.after(types.SimpleNamespace(), result)
     assert "frame_waits" not in result.info
+
+
+def test_coincidence_tells_cameras_in_step_from_independent_ones() -> None:
+    """Ten cameras at 5 fps for 10 s: in step, every frame has the nine others within 10 ms;
+    spread evenly over the 200 ms period (20 ms apart), none; the independent figure is the
+    rate-based expectation, about the same for both (it knows only the rates and the span)."""
+    period, cameras = 0.2, 10
+    in_step = [(k * period + 1e-4 * c, f"c{c}") for k in range(50) for c in range(cameras)]
+    spread = [(k * period + 0.02 * c, f"c{c}") for k in range(50) for c in range(cameras)]
+    together, apart = coincidence(in_step, 0.010), coincidence(spread, 0.010)
+    assert together is not None and apart is not None
+    assert together["mean"] == 9.0 and together["p95"] == 9.0
+    assert apart["mean"] == 0.0
+    for figures in (together, apart):  # 9 other cameras x 5 fps x 20 ms = 0.9
+        assert 0.85 < figures["independent_mean"] < 0.95
+    assert coincidence([(0.0, "a")], 0.010) is None

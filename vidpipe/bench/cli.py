@@ -101,6 +101,10 @@ def _add_density_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--density-cameras", type=_csv(int),
                    help="density mode: try these camera counts only (e.g. 48,56,64) instead "
                    "of searching; the largest that passes is reported")  # fmt: skip
+    p.add_argument("--density-order", choices=("ascending", "given"),
+                   help="density mode: try the --density-cameras counts ascending, each once "
+                   "(the default), or in the order given, repeats kept (e.g. 36,64,36: what "
+                   "an overloaded trial leaves to the next)")  # fmt: skip
     p.add_argument("--density-sub-clip",
                    help="density mode: also serve this clip as each camera's sub-stream "
                    "(e.g. NAME-432p.mp4 or, at 5 fps, NAME-432p5.mp4 beside --density-clip "
@@ -132,6 +136,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         density_detect_fps=args.density_detect_fps,
         density_staggered=start,
         density_cameras=args.density_cameras,
+        density_ascending=None if args.density_order is None else args.density_order == "ascending",
         density_sub_clip=args.density_sub_clip,
         density_repeats=args.density_repeats,
         model=args.model,

@@ -154,9 +154,13 @@ def search(trial: Callable[[int], dict[str, Any]], max_cameras: int = MAX_CAMERA
     return good
 
 
-def fixed_counts(trial: Callable[[int], dict[str, Any]], counts: Iterable[int]) -> int:
-    """The largest of ``counts`` that passes (0 if none): each count is tried, ascending."""
-    passed = [n for n in sorted(set(counts)) if trial(n)["passes"]]
+def fixed_counts(
+    trial: Callable[[int], dict[str, Any]], counts: Iterable[int], ascending: bool = True
+) -> int:
+    """The largest of ``counts`` that passes (0 if none): each count tried once, ascending,
+    or (``ascending=False``) in the order given, a count given twice tried twice."""
+    order = sorted(set(counts)) if ascending else list(counts)
+    passed = [n for n in order if trial(n)["passes"]]
     return max(passed, default=0)
 
 
@@ -238,7 +242,7 @@ def _search(
         return verdict
 
     fixed = o.density_cameras
-    best = fixed_counts(trial, fixed) if fixed else search(trial)
+    best = fixed_counts(trial, fixed, o.density_ascending) if fixed else search(trial)
     trials.sort(key=lambda t: t["cameras"])
     return {"contender": contender, "detect_fps": rate or stream_fps, "max_cameras": best,
             "trials": trials}  # fmt: skip

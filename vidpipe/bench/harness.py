@@ -57,6 +57,8 @@ class BenchOptions:
     density_staggered: bool = True
     # density: run these camera counts only instead of searching (None: search 1..96)
     density_cameras: tuple[int, ...] | None = None
+    # density: those counts ascending, each once (False: in the order given, repeats kept)
+    density_ascending: bool = True
     # density: a sub-stream clip served beside the main one, for dual-stream contenders
     density_sub_clip: str | None = None
     # density: every search this many times, the contenders' order alternating (ABBA)
