@@ -272,9 +272,12 @@ class Pipeline:
         ring = None
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
             ring = self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
-        # a record input feeds the ring itself; else (url: alone) the detect worker does
-        if not self.inputs.start(cam, self.cfg.capture, ring) and ring is not None:
-            worker.set_packet_tap(ring)
+        # a record input feeds the ring itself, and the detect worker only times its pictures
+        # against it; else (url: alone) the detect worker feeds the ring
+        record_feeds_ring = self.inputs.start(cam, self.cfg.capture, ring)
+        tap = self.clips.detect_clock(name) if record_feeds_ring else ring
+        if tap is not None:
+            worker.set_packet_tap(tap)
         self.workers[name] = worker
         worker.start()
 
