@@ -9,7 +9,14 @@ import pytest
 
 from vidpipe.capture.pyav_source import _sender_time
 from vidpipe.capture.source import StreamParams, TapPacket
-from vidpipe.clips.align import MIN_SAMPLES, DetectClock, StreamDelay, record_offset
+from vidpipe.clips.align import (
+    MAX_OFFSET_S,
+    MIN_SAMPLES,
+    DetectClock,
+    InputOffset,
+    StreamDelay,
+    record_offset,
+)
 
 PARAMS = StreamParams("h264", b"", 768, 432, "yuv420p", Fraction(1, 90000), None)
 
@@ -84,3 +91,21 @@ def test_the_offset_is_the_record_delay_less_the_detect_delay_once_both_are_meas
     for k in range(MIN_SAMPLES):
         detect.add(10.0 + k + 0.2, 1000.0 + k)
     assert record_offset(record, detect) == pytest.approx(0.5)
+
+
+def test_an_offset_no_two_streams_of_one_camera_have_is_not_applied_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    record = StreamDelay()
+    inputs = InputOffset("hall", record)
+    for k in range(MIN_SAMPLES):
+        inputs.clock.delay.add(10.0 + k, 1000.0 + k)
+        record.add(10.0 + k + MAX_OFFSET_S - 0.5, 1000.0 + k)
+    assert inputs.offset() == pytest.approx(MAX_OFFSET_S - 0.5)
+    for k in range(3 * MIN_SAMPLES):  # e.g. a restreamer stamping each stream its own way
+        record.add(10.0 + k + 40.0, 1000.0 + k)
+    with caplog.at_level("WARNING"):
+        assert inputs.offset() is None
+        assert inputs.offset() is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "camera hall" in line and "40.0 s off" in line and "by arrival" in line

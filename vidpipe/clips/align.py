@@ -16,11 +16,12 @@ taken against the monotonic clock, so the local wall clock does not enter; the c
 clock does for both streams alike, so its error cancels.
 
 Without sender reports on both streams (files, servers that send none, the first seconds of a
-connection), there is no offset and clips are placed by arrival.
+connection), or with an offset beyond ``MAX_OFFSET_S``, clips are placed by arrival.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import threading
 from collections import deque
@@ -28,12 +29,18 @@ from typing import Any
 
 from vidpipe.capture.source import StreamParams, TapPacket
 
+log = logging.getLogger(__name__)
+
 #: samples of each stream's delay kept (about 10 s of a 10-25 fps stream)
 SAMPLES = 200
 #: fewer samples than this on either stream: no offset yet
 MIN_SAMPLES = 10
 #: detect packets whose pts is remembered until their picture is decoded
 _PENDING_PTS = 64
+#: Two streams of one camera differ by their encoders' and paths' delays: well under this.
+#: Beyond it the two sender clocks are not one camera's (a restreamer that sends its own
+#: reports per stream, two devices), and the offset means nothing.
+MAX_OFFSET_S = 2.0
 
 
 class StreamDelay:
@@ -99,6 +106,32 @@ def record_offset(record: StreamDelay, detect: StreamDelay) -> float | None:
     if rec is None or det is None:
         return None
     return rec - det
+
+
+class InputOffset:
+    """A dual camera's two inputs in time: its detect input's ``clock`` (the detect worker's
+    packet tap) against its record ring's ``record`` delays."""
+
+    def __init__(self, camera: str, record: StreamDelay) -> None:
+        self.camera = camera
+        self.clock = DetectClock()
+        self._record = record
+        self._refused = False  # logged once
+
+    def offset(self) -> float | None:
+        """``record_offset`` now; None where unmeasured or implausible (logged once)."""
+        offset = record_offset(self._record, self.clock.delay)
+        if offset is None or abs(offset) <= MAX_OFFSET_S:
+            return offset
+        if not self._refused:
+            self._refused = True
+            log.warning(
+                "camera %s: the record input's sender clock is %.1f s off the detect input's, "
+                "more than two streams of one camera differ: clips are placed by arrival",
+                self.camera,
+                offset,
+            )
+        return None
 
 
 def clip_source(offset_s: float | None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from vidpipe.clips.align import DetectClock, clip_source, record_offset
+from vidpipe.clips.align import MAX_OFFSET_S, DetectClock, InputOffset, clip_source
 from vidpipe.clips.ring import PacketRing, Segment
 from vidpipe.clips.shots import Crop, Shot, better_tracks, padded_box
 from vidpipe.clips.store import clean_temp, clip_id, enforce
@@ -52,8 +52,8 @@ _DEFAULT_MAX_LATENCY_S = SchedulerConfig().max_frame_age_ms / 1000.0
 #: Triggers listed in a sidecar (a class trigger fires on every frame: one per track is kept).
 _MAX_TRIGGERS = 50
 #: A record input's packets of a moment may arrive before its detect picture leaves the
-#: decoder (a negative offset): its ring keeps this much more pre-roll.
-_OFFSET_MARGIN_S = 1.0
+#: decoder (a negative offset, at most MAX_OFFSET_S): its ring keeps this much more pre-roll.
+_OFFSET_MARGIN_S = MAX_OFFSET_S
 
 
 @dataclass(slots=True)
@@ -96,20 +96,18 @@ class _Camera:
         # a camera with a record input: its ring holds that input's packets, never decoded; a
         # trigger (a detect frame's capture time) is placed by arrival time, moved by the
         # offset between the inputs where their sender reports measure it (``align.py``)
-        self.clock = DetectClock() if cam.record_input else None
+        self.inputs = InputOffset(cam.name, ring.sender_delay) if cam.record_input else None
         # crops cut from the record stream when the clip is written (``shots.py``): the
         # result's picture is not needed
         self.crop_from_record = cam.clips.crop.source == "record"
 
     def offset(self) -> float | None:
         """The record input's offset against the detect input now; None: not measured."""
-        if self.clock is None:
-            return None
-        return record_offset(self.ring.sender_delay, self.clock.delay)
+        return None if self.inputs is None else self.inputs.offset()
 
     def source(self, clip: _OpenClip) -> dict[str, Any]:
         """Which input ``clip``'s packets came from and how the two were placed in time."""
-        return {} if self.clock is None else clip_source(clip.offset_s)
+        return {} if self.inputs is None else clip_source(clip.offset_s)
 
     def new_id(self, wall_time: float) -> str:
         """A clip id not yet used by this camera in this process."""
@@ -188,7 +186,7 @@ class ClipRecorder:
         """The packet tap for the detect input of ``name`` when its record input feeds the
         ring (``add_camera``): it times the detect pictures, for placing triggers."""
         camera = self._cameras.get(name)
-        return None if camera is None else camera.clock
+        return None if camera is None or camera.inputs is None else camera.inputs.clock
 
     def remove_camera(self, name: str) -> None:
         """Stop recording ``name``; a clip it has open is written with what the ring holds."""
@@ -331,7 +329,7 @@ class ClipRecorder:
         self, camera: _Camera, clip: _OpenClip, segment: Segment | None, closed_by: str
     ) -> ClipJob | None:
         if (
-            camera.clock is not None
+            camera.inputs is not None
             and segment is not None
             and segment.t_end < clip.t_from - _JITTER_S
         ):
