@@ -91,6 +91,9 @@ class TapPacket:
         time_base: see ``StreamParams.time_base``.
         keyframe: a clip may start here.
         t_capture: monotonic time the packet was demuxed.
+        t_sender: when the camera took the picture, on the camera's wall clock (seconds since
+            the epoch), from the stream's RTCP sender reports; None without them (files,
+            servers that send none, a connection's first packets).
     """
 
     data: bytes
@@ -100,6 +103,7 @@ class TapPacket:
     time_base: Fraction
     keyframe: bool
     t_capture: float
+    t_sender: float | None = None
 
 
 class PacketTap(Protocol):
