@@ -410,7 +410,11 @@ class CaptureWorker:
         # decoder's delayed pictures, one per timeout (a frozen stream yields one every
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         fresh = self._clock() - t_read < 0.9 * self._defaults.read_timeout_ms / 1000.0
-        return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+        try:
+            return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+        except SourceError as exc:  # a deferred conversion failed (nvdec's copy out)
+            session.finish(exc.reason, exc.detail)
+            return None
 
     def _pace(self, session: Session) -> float:
         """``realtime`` files: seconds until the next frame is due (0: read it now)."""
