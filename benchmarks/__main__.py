@@ -46,6 +46,13 @@ def parser() -> argparse.ArgumentParser:
         help="INT8 IR (vidpipe optimize) that the contenders vidpipe-int8 and "
         "vidpipe-motion-int8 run, while the others run --model: both in one run",
     )
+    study.add_argument(
+        "--frame-waits",
+        action="store_true",
+        help="time where each frame of vidpipe's contenders waits before its inference "
+        "(reader, mailbox) and sample the scheduler's requests in flight "
+        "(benchmarks/frame_waits.py; adds a little work per frame)",
+    )
     return p
 
 
@@ -63,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             int8_model=args.int8_model,
             stage_frames=args.stage_frames or (30 if smoke else 150),
             benchmark_app=not smoke if args.benchmark_app is None else args.benchmark_app,
+            frame_waits=args.frame_waits,
         )
     )
     if reason := plot_unavailable():

@@ -61,16 +61,21 @@ class Study(Extension):
         int8_model: the INT8 IR the INT8 variants run (``--int8-model``).
         stage_frames: frames timed per stage by the ceiling (``--stage-frames``).
         benchmark_app: run OpenVINO's ``benchmark_app`` before the points.
+        frame_waits: time where each frame waits before its inference
+            (``benchmarks.frame_waits``, ``--frame-waits``).
     """
 
     int8_model: Path | None = None
     stage_frames: int = 300
     benchmark_app: bool = False
+    frame_waits: bool = False
     labels = LABELS
-    probes = ("benchmarks.probes:StudyProbe",)
+    probes: tuple[str, ...] = ("benchmarks.probes:StudyProbe",)
     probe_path = str(Path(__file__).resolve().parent.parent)
 
     def __post_init__(self) -> None:
+        if self.frame_waits:
+            self.probes = (*self.probes, "benchmarks.frame_waits:FrameWaitsProbe")
         self._benchmark_app: dict[str, Any] | None = None
         self._unavailable: dict[str, str] = {}
 

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from vidpipe.config import (
 )
 from vidpipe.infer.base import BackendError
 from vidpipe.types import Image
+
+if TYPE_CHECKING:
+    from vidpipe.supervisor.plan import ProcessPlan
 
 log = logging.getLogger("vidpipe")
 
@@ -179,9 +183,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
     if shard is None:  # an explicit shard is one process of a fleet: it runs alone
-        from vidpipe.supervisor.plan import plan_processes
+        from vidpipe.supervisor.plan import placement_problems, plan_processes
 
         plan = plan_processes(cfg)
+        if problems := placement_problems(cfg, plan.gpus):
+            raise ConfigError(problems)
         if plan.processes > 1:
             from vidpipe.supervisor.service import run_supervisor
 
@@ -195,9 +201,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from vidpipe.plan import check
+    from vidpipe.supervisor.plan import placement_problems, plan_processes
 
     cfg = load_config(args.config)
-    problems = check(cfg)
+    plan = plan_processes(cfg)
+    problems = placement_problems(cfg, plan.gpus) + check(cfg)
     if problems:
         print(f"{args.config}: {len(problems)} problem(s)", file=sys.stderr)
         for p in problems:
@@ -205,21 +213,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     names = ", ".join(m.path.name for m in cfg.detectors().values())
     print(f"{args.config}: OK ({len(cfg.cameras)} camera(s), model {names})")
-    _print_processes(cfg)
+    _print_processes(cfg, plan)
     if args.shards:
         _print_shards(cfg, args.shards)
     return EXIT_OK
 
 
-def _print_processes(cfg: Config) -> None:
-    """What ``vidpipe run`` will start: processes, cameras in each, CUDA MPS or not."""
+def _print_processes(cfg: Config, plan: ProcessPlan) -> None:
+    """What ``vidpipe run`` will start (``plan``): processes, cameras in each and on each GPU,
+    CUDA MPS or not."""
     from vidpipe.supervisor.mps import plan_mps
-    from vidpipe.supervisor.plan import plan_processes
 
-    plan = plan_processes(cfg)
     counts = ", ".join(str(len(names)) for names in plan.shards)
     print(f"processes: {plan.processes} (inference.processes: {cfg.inference.processes})")
     print(f"cameras per process: {counts}")
+    if plan.gpus:
+        for gpu in sorted(set(plan.gpus)):
+            mine = [i for i, g in enumerate(plan.gpus) if g == gpu]
+            cams = sum(len(plan.shards[i]) for i in mine)
+            shards = ", ".join(map(str, mine))
+            print(f"GPU {gpu}: process(es) {shards}, {cams} camera(s) decoded and inferred there")
     print(f"CUDA MPS: {plan_mps(plan.gpu, plan.processes).describe()}")
 
 

@@ -29,7 +29,7 @@ from vidpipe.metrics import Metrics
 from vidpipe.model import log_model
 from vidpipe.notify import Notifier, Reporter, watchdog_interval_s
 from vidpipe.plan import plan_inference
-from vidpipe.reload import ConfigDiff, diff_configs, effective_config, with_http_port
+from vidpipe.reload import ConfigDiff, diff_configs, effective_config, on_gpu, with_http_port
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
 from vidpipe.types import CameraState
@@ -47,9 +47,11 @@ class Daemon:
         shard: Shard | None = None,
         http_port: int | None = None,
         config_path: Path | None = None,
+        gpu: int | None = None,
     ) -> None:
         self.http_port_override = http_port  # `run --http-port`, kept across reloads
-        self.cfg = with_http_port(cfg, http_port)
+        self.gpu = gpu  # a process of a box of several GPUs runs on this one (reload.on_gpu)
+        self.cfg = self._own(cfg)
         # the file SIGHUP and the control API re-read; None: the API cannot keep a change
         self.config_path = config_path
         # one change at a time: a SIGHUP reload and the control API's requests
@@ -158,9 +160,11 @@ class Daemon:
         ``load_config``), with ``--http-port`` applied. Raises ConfigError."""
         if self.config_path is None:
             raise ConfigError(["no config file to re-read"])
-        return with_http_port(
-            load_config(self.config_path, dropins=dropins), self.http_port_override
-        )
+        return self._own(load_config(self.config_path, dropins=dropins))
+
+    def _own(self, cfg: Config) -> Config:
+        """``cfg`` with what is this process's own: its HTTP port and its GPU."""
+        return on_gpu(with_http_port(cfg, self.http_port_override), self.gpu)
 
     def capture_stats(self) -> dict[str, dict[str, Any]]:
         """The running and paused cameras' capture figures (``Pipeline.capture_stats``)."""
@@ -170,7 +174,7 @@ class Daemon:
         """Re-read ``path`` and apply it; on any problem log it and keep the old config."""
         try:
             with self.reload_lock:
-                diff = self.reload(with_http_port(load_config(path), self.http_port_override))
+                diff = self.reload(self._own(load_config(path)))
         except (ConfigError, BackendError) as exc:
             log.error(
                 "reload rejected, still running the previous config: %s",
@@ -241,6 +245,7 @@ def run(
     config_path: Path | None = None,
     shard: Shard | None = None,
     http_port: int | None = None,
+    gpu: int | None = None,
 ) -> int:
     """Run the daemon in the foreground until SIGTERM/SIGINT. Returns the exit code.
 
@@ -251,7 +256,7 @@ def run(
     # Nothing of the daemon's own goes to stdout, but PyNvVideoCodec prints its error lines
     # there: routed through the redacting reader too once nvdec cameras load it.
     route_stdout()
-    daemon = Daemon(cfg, shard=shard, http_port=http_port, config_path=config_path)
+    daemon = Daemon(cfg, shard=shard, http_port=http_port, config_path=config_path, gpu=gpu)
     notifier = Notifier.from_env()
     daemon.install_signal_handlers()
     try:

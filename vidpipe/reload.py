@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vidpipe.config import CameraConfig, Config, ConfigError, InferenceConfig, OpenVINOConfig
+from vidpipe.config import (
+    CameraConfig,
+    Config,
+    ConfigError,
+    GpuConfig,
+    InferenceConfig,
+    OpenVINOConfig,
+)
 from vidpipe.shard import Shard
 
 # Sections kept from the running config until the next start (listening socket, open files).
@@ -160,3 +167,18 @@ def with_http_port(cfg: Config, port: int | None) -> Config:
     if not 0 <= port <= 65535:
         raise ConfigError([f"--http-port: {port} is not a TCP port (0..65535)"])
     return cfg.model_copy(update={"http": cfg.http.model_copy(update={"port": port})})
+
+
+def on_gpu(cfg: Config, gpu: int | None) -> Config:
+    """``cfg`` as one process placed on ``gpu`` runs it: inference on that device alone, its
+    NVDEC cameras decoding there (None: unchanged)."""
+    if gpu is None or not isinstance(cfg.inference, GpuConfig):
+        return cfg
+
+    def placed(cam: CameraConfig) -> CameraConfig:
+        return cam.model_copy(update={"gpu": gpu}) if cfg.decoder_of(cam) == "nvdec" else cam
+
+    inference = cfg.inference.model_copy(update={"devices": [gpu]})
+    return cfg.model_copy(
+        update={"inference": inference, "cameras": [placed(c) for c in cfg.cameras]}
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,14 @@ def results(
                                    image.shape[0], det, labels, image))  # fmt: skip
         yield out
     # the clip goes on, nobody stays: every track ends (a reconnect ends them all)
-    t = (LAST_FRAME + EVERY) / FPS + later
-    end = FrameResult(camera, LAST_FRAME + EVERY, t, t, T0 + t, 768, 432, Detections.empty(),
-                      labels, np.zeros((432, 768, 3), np.uint8), epoch=1)  # fmt: skip
-    yield tracking(end)
+    yield tracking(empty_result(camera, LAST_FRAME + EVERY, labels))
+
+
+def empty_result(camera: str, seq: int, labels: Labels) -> FrameResult:
+    """Frame ``seq`` of ``camera`` after the clip: nobody in it, a new stream epoch."""
+    t = seq / FPS + (B_LATER_S if camera == "b" else 0.0)
+    return FrameResult(camera, seq, t, t, T0 + t, 768, 432, Detections.empty(), labels,
+                       np.zeros((432, 768, 3), np.uint8), epoch=1)  # fmt: skip
 
 
 class Recorder:
@@ -285,15 +290,33 @@ def test_close_leaves_nothing_in_flight_and_counts_what_it_abandons(
     assert abandoned >= 15
 
 
+def settled(
+    stage: SecondaryStage, metrics: Metrics, labels: Labels, camera: str
+) -> list[tuple[FrameResult, FrameResult]]:
+    """Once every crop submitted so far is embedded, one more (empty) result of ``camera``:
+    a track that ended with crops still in flight is summarised at the camera's next result,
+    which a live camera always sends and the clip's end does not."""
+    deadline = time.monotonic() + 60
+    while count(metrics, "vidpipe_secondary_crops_embedded_total") < count(
+        metrics, "vidpipe_secondary_crops_submitted_total"
+    ):
+        assert time.monotonic() < deadline, "the model never answered every crop"
+        time.sleep(0.05)
+    return run(stage, iter([empty_result(camera, LAST_FRAME + 2 * EVERY, labels)]))
+
+
 def test_two_cameras_share_global_ids_and_the_records_carry_them(
     assets_dir: Path, labels: Labels, detections: dict[int, Detections]
 ) -> None:
     cfg = config(assets_dir, include_embeddings=True)
-    stage = build_secondary(cfg, lambda _: labels, Metrics())
+    metrics = Metrics()
+    stage = build_secondary(cfg, lambda _: labels, metrics)
     assert stage is not None
     try:
         pairs = run(stage, results(cfg, assets_dir, labels, detections, "a"))
+        pairs += settled(stage, metrics, labels, "a")
         pairs += run(stage, results(cfg, assets_dir, labels, detections, "b"))
+        pairs += settled(stage, metrics, labels, "b")
     finally:
         assert stage.close(30.0)
     outs = [out for _, out in pairs]

@@ -4,6 +4,7 @@ streams started; the search finds the largest passing camera count."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from vidpipe.bench.density import fixed_counts, judge, search
 from vidpipe.bench.report import _density
@@ -122,21 +123,22 @@ def _counters(captured: float, inferred: float, errors: float = 0.0) -> dict:
     }
 
 
+def _result(after: dict[str, dict[str, float]], **info: Any) -> dict[str, Any]:
+    """A trial's result over a 10 s window: every camera's counters from zero to ``after``,
+    p95 60 ms; ``info`` added to its info."""
+    before = {name: _counters(0, 0) for name in after}
+    return {
+        "spec": {"cameras": len(after)},
+        "window_s": 10.0,
+        "latency_ms": {"p50": 20.0, "p95": 60.0},
+        "info": {"camera_counters": {"before": before, "after": after}, **info},
+    }
+
+
 def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one_that_was_not() -> (
     None
 ):
-    zero = _counters(0, 0)
-    result = {
-        "spec": {"cameras": 2},
-        "window_s": 10.0,
-        "latency_ms": {"p50": 20.0, "p95": 60.0},
-        "info": {
-            "camera_counters": {
-                "before": {"ok": zero, "flaky": zero},
-                "after": {"ok": _counters(100, 50), "flaky": _counters(40, 20, errors=2)},
-            }
-        },
-    }
+    result = _result({"ok": _counters(100, 50), "flaky": _counters(40, 20, errors=2)})
     result["info"]["camera_counters"]["after"]["ok"]["lag_s"] = 0.7
     verdict = judge(result, stream_fps=10.0)
     assert verdict["worst_lag_s"] == 0.7
@@ -150,16 +152,7 @@ def test_judge_passes_a_camera_read_in_real_time_and_names_the_reconnects_of_one
 
 
 def test_judge_holds_a_camera_detecting_on_its_sub_stream_to_the_sub_streams_rate() -> None:
-    zero = _counters(0, 0)
-    result = {
-        "spec": {"cameras": 1},
-        "window_s": 10.0,
-        "latency_ms": {"p50": 20.0, "p95": 60.0},
-        "info": {
-            "detect_stream": "sub",
-            "camera_counters": {"before": {"c": zero}, "after": {"c": _counters(50, 25)}},
-        },
-    }
+    result = _result({"c": _counters(50, 25)}, detect_stream="sub")
     assert judge(result, stream_fps=10.0, sub_fps=5.0)["passes"]  # 5 fps read of a 5 fps sub
     result["info"]["detect_stream"] = "main"  # the same reads of the 10 fps main stream
     assert judge(result, stream_fps=10.0, sub_fps=5.0)["reasons"] == [

@@ -127,6 +127,8 @@ def judge(
         "drops": result.get("info", {}).get("drops"),
         # where the CPU went, by thread group, where a probe of benchmarks/ measured it
         "thread_cpu_percent": result.get("info", {}).get("thread_cpu_percent"),
+        "latency_split_ms": result.get("info", {}).get("latency_split_ms"),
+        "frame_waits": result.get("info", {}).get("frame_waits"),  # with --frame-waits
     }
 
 

@@ -42,7 +42,8 @@ class InferenceConfigBase(ConfigModel):
         description="processes that run the cameras, each its shard of them, behind one HTTP "
         "port (vidpipe run supervises them); auto: on a GPU backend one per "
         "32 enabled cameras (one Python process drives about 40 NVDEC cameras), at most one "
-        "per host core; on OpenVINO 1. Applies at the next start",
+        "per host core, and with several devices at least one a GPU and a multiple of their "
+        "number; on OpenVINO 1. Applies at the next start",
     )
     start_timeout_s: float = Field(
         120.0,
@@ -250,7 +251,9 @@ class GpuConfig(InferenceConfigBase):
     devices: list[int] = Field(
         default_factory=lambda: [0],
         min_length=1,
-        description="CUDA device indices; one stream set each, batches go to the least loaded",
+        description="CUDA device indices; one stream set each, batches go to the least "
+        "loaded; with several processes each process runs on one of them (process i on "
+        "devices[i % len(devices)]) with its NVDEC cameras",
     )
     precision: Literal["f32", "tf32", "f16"] = Field(
         "f32", description="f32 (full float32), tf32 (TF32 matmul/conv) or f16 (half)"

@@ -1,7 +1,9 @@
-"""One supervised process: ``python -m vidpipe.supervisor.child --config C --shard i/n``.
+"""One supervised process: ``python -m vidpipe.supervisor.child --config C --shard i/n
+[--gpu G]``.
 
 It runs the ordinary daemon (``vidpipe.daemon.run``) on its shard, with its HTTP server on a
-free loopback port that only the supervisor uses (the public port is the supervisor's). It
+free loopback port that only the supervisor uses (the public port is the supervisor's); on a
+box of several GPUs, on GPU ``G`` alone (``vidpipe.reload.on_gpu``, kept across reloads). It
 reports READY, its port and its status line over ``$NOTIFY_SOCKET``, which the supervisor
 points at a socket of its own per child.
 
@@ -78,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vidpipe.supervisor.child")
     parser.add_argument("--config", required=True)
     parser.add_argument("--shard", required=True, metavar="I/N")
+    parser.add_argument("--gpu", type=int, help="the one GPU this process runs on")
     args = parser.parse_args(argv)
     _die_with_parent()
     # the supervisor sends SIGUSR1 to a child that is not ready in time: every thread's stack
@@ -102,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.addFilter(_ShardName(str(shard.index)))
     # never the public address: only the supervisor talks to a child, on loopback
     cfg = cfg.model_copy(update={"http": cfg.http.model_copy(update={"host": "127.0.0.1"})})
-    return run(cfg, Path(args.config), shard=shard, http_port=0)
+    return run(cfg, Path(args.config), shard=shard, http_port=0, gpu=args.gpu)
 
 
 if __name__ == "__main__":

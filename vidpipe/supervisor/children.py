@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,7 @@ class Children:
         count: how many children (shards).
         run_dir: a private directory for the notify sockets.
         env: extra environment for every child (CUDA MPS).
+        gpus: each child's GPU on a box of several (``plan.placed_gpus``); empty: none given.
         start_timeout_s: the start-up watchdog (``inference.start_timeout_s``).
         watchdog_s: the service's watchdog ping interval (None: no watchdog); a ready child
             that stops pinging for twice this long is treated like one that hangs at start.
@@ -97,8 +99,10 @@ class Children:
         env: dict[str, str],
         start_timeout_s: float,
         watchdog_s: float | None = None,
+        gpus: Sequence[int] = (),
     ) -> None:
         self.config_path = config_path
+        self.gpus = tuple(gpus)
         self.start_timeout_s = start_timeout_s
         self.watchdog_s = watchdog_s
         self.stopping = False
@@ -125,6 +129,8 @@ class Children:
             env["WATCHDOG_USEC"] = str(int(self.watchdog_s * 2e6))
         args = [sys.executable, "-m", "vidpipe.supervisor.child", "--config"]
         args += [str(self.config_path), "--shard", f"{child.index}/{child.count}"]
+        if self.gpus:
+            args += ["--gpu", str(self.gpus[child.index])]
         # a session of its own: a terminal's Ctrl-C reaches the supervisor alone, which then
         # stops every child once (a second SIGINT would make a child exit at once)
         proc = subprocess.Popen(args, env=env, start_new_session=True)

@@ -8,6 +8,13 @@ process keeps headroom for reconnect bursts, and never more processes than host 
 process needs about a core of Python of its own. An OpenVINO config stays in one process:
 OpenVINO's own threads already use every core, and two pinned OpenVINO processes on one box
 each ran at half speed.
+
+On a box of several GPUs (``inference.devices``), each process runs on one GPU: its batches
+and its NVDEC cameras' decoding stay there, so no frame crosses from one GPU to another and
+each GPU's decoders serve its own processes. Process ``i`` runs on ``devices[i % K]`` of ``K``
+GPUs; ``auto`` plans at least one process a GPU and a multiple of ``K``, so that the GPUs
+carry the same number of processes. A camera's own ``gpu:`` cannot hold there (its process,
+chosen by its name, decides its GPU): ``placement_problems`` refuses it.
 """
 
 from __future__ import annotations
@@ -46,7 +53,22 @@ def process_count(cfg: Config, cores: int | None = None) -> int:
         return 1
     enabled = sum(1 for c in cfg.cameras if c.enabled)
     cap = host_cores() if cores is None else cores
-    return max(1, min(math.ceil(enabled / CAMERAS_PER_PROCESS), cap))
+    n = max(1, min(math.ceil(enabled / CAMERAS_PER_PROCESS), cap))
+    gpus = len(cfg.inference.devices) if isinstance(cfg.inference, GpuConfig) else 1
+    if gpus > 1 and cap >= gpus:  # whole processes on every GPU alike
+        n = min(max(gpus, math.ceil(n / gpus) * gpus), cap // gpus * gpus)
+    return n
+
+
+def placed_gpus(cfg: Config, processes: int) -> tuple[int, ...]:
+    """The GPU of each of ``processes`` processes on a box of several GPUs; empty where the
+    processes are not placed (one process, one GPU, or no GPU: the config's devices hold)."""
+    if not isinstance(cfg.inference, GpuConfig) or processes < 2:
+        return ()
+    devices = cfg.inference.devices
+    if len(devices) < 2:
+        return ()
+    return tuple(devices[i % len(devices)] for i in range(processes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +77,7 @@ class ProcessPlan:
 
     shards: tuple[tuple[str, ...], ...]
     gpu: bool
+    gpus: tuple[int, ...] = ()  # each process's GPU (``placed_gpus``); empty: not placed
 
     @property
     def processes(self) -> int:
@@ -72,4 +95,17 @@ def plan_processes(cfg: Config, cores: int | None = None) -> ProcessPlan:
     if n == 1:
         return ProcessPlan((tuple(active_cameras(cfg, None)),), is_gpu(cfg))
     shards = tuple(tuple(active_cameras(cfg, Shard(i, n))) for i in range(n))
-    return ProcessPlan(shards, is_gpu(cfg))
+    return ProcessPlan(shards, is_gpu(cfg), placed_gpus(cfg, n))
+
+
+def placement_problems(cfg: Config, gpus: tuple[int, ...]) -> list[str]:
+    """What in ``cfg`` cannot run on processes placed on ``gpus``: a camera's own ``gpu``."""
+    if not gpus:
+        return []
+    return [
+        f"cameras[{i}].gpu: camera {cam.name!r}: with {len(gpus)} processes over GPUs "
+        f"{sorted(set(gpus))} each process decodes and infers on its own GPU, and the "
+        "camera's process is chosen by its name: remove gpu"
+        for i, cam in enumerate(cfg.cameras)
+        if cam.gpu is not None
+    ]

@@ -22,6 +22,7 @@ from vidpipe.reload import ConfigDiff, diff_configs, effective_config, owned_cam
 from vidpipe.shard import Shard
 from vidpipe.supervisor.children import Children
 from vidpipe.supervisor.merge import scrape_json
+from vidpipe.supervisor.plan import placement_problems
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,10 @@ class SupervisorRuntime:
     def load(self, dropins: dict[str, str | None] | None = None) -> Config:
         """The config file and its drop-ins as they are now. Raises ConfigError."""
         assert self.config_path is not None
-        return with_http_port(load_config(self.config_path, dropins=dropins), self._http_port)
+        cfg = with_http_port(load_config(self.config_path, dropins=dropins), self._http_port)
+        if problems := placement_problems(cfg, self.children.gpus):
+            raise ConfigError(problems)
+        return cfg
 
     def reload(self, new_cfg: Config) -> ConfigDiff:
         """Take ``new_cfg`` as the running config and have every child apply its share."""

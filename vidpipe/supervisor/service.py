@@ -97,11 +97,20 @@ def run_supervisor(
     signals = _Signals()
     mps = MpsDaemon(plan_mps(plan.gpu, plan.processes), run_dir)
     children = Children(
-        config_path, plan.processes, run_dir, mps.start(), cfg.inference.start_timeout_s, watchdog_s
+        config_path,
+        plan.processes,
+        run_dir,
+        mps.start(),
+        cfg.inference.start_timeout_s,
+        watchdog_s,
+        plan.gpus,
     )
     signals.install(children)
     for i, names in enumerate(plan.shards):
-        log.info("shard %d/%d: %d camera(s): %s", i, plan.processes, len(names), ", ".join(names))
+        on = f" on GPU {plan.gpus[i]}" if plan.gpus else ""
+        log.info(
+            "shard %d/%d%s: %d camera(s): %s", i, plan.processes, on, len(names), ", ".join(names)
+        )
     runtime = SupervisorRuntime(
         cfg, config_path, children, cfg.http.admin_token or cfg.http.token, http_port
     )
