@@ -170,15 +170,24 @@ class TorchPostExecutor(FakeExecutor):
         return post
 
 
-def _camera(box: Mailbox, index: int, p: Point, stop: threading.Event, unmade: list[int]) -> None:
+def _camera(
+    box: Mailbox,
+    index: int,
+    p: Point,
+    stop: threading.Event,
+    unmade: list[int],
+    lag: list[float],
+) -> None:
     """A live NVDEC camera's GIL use (module docstring); its frame goes to its mailbox, or is
-    left unmade (counted in ``unmade[0]``) by the ``skip-unread``/``skip-any`` rule."""
+    left unmade (counted in ``unmade[0]``) by the ``skip-unread``/``skip-any`` rule; how far
+    it is behind its stream goes to ``lag[index]``."""
     hasher = hashlib.sha256()
     k, start = 0, time.monotonic() + (index % 25) / p.fps / 25  # staggered phases
     pre_us = p.py_us * (1.0 - p.post_decode_share) / p.calls
     post_us = p.py_us * p.post_decode_share / p.calls
     while not stop.is_set():
         delay = start + k / p.fps - time.monotonic()
+        lag[index] = max(0.0, -delay)  # a camera that cannot keep up falls behind
         if delay > 0:
             time.sleep(delay)
         if "no-gil-load" not in p.variant:
@@ -272,7 +281,9 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
         cams.stop()
         engine.close(10.0)
     report = _report(p, done, overwritten[0], t1 - t0, posts0, posts1)
-    return report | {"unmade_per_s": round(unmade / (t1 - t0), 1), "stacks": stacks}
+    lags = sorted(cams.lags())
+    lag = {"p50": round(lags[len(lags) // 2], 3), "max": round(lags[-1], 3)} if lags else None
+    return report | {"unmade_per_s": round(unmade / (t1 - t0), 1), "lag_s": lag, "stacks": stacks}
 
 
 class _SyntheticCameras:
@@ -281,10 +292,18 @@ class _SyntheticCameras:
     def __init__(self, hub: FrameHub, p: Point, on_drop: Callable[[Frame], None]) -> None:
         self._stop = threading.Event()
         self._unmade = [0]
+        self._lag = [0.0] * p.cameras
         self._threads = [
             threading.Thread(
                 target=_camera,
-                args=(hub.add(f"cam{i}", "newest", on_drop), i, p, self._stop, self._unmade),
+                args=(
+                    hub.add(f"cam{i}", "newest", on_drop),
+                    i,
+                    p,
+                    self._stop,
+                    self._unmade,
+                    self._lag,
+                ),
                 daemon=True,
             )
             for i in range(p.cameras)
@@ -301,6 +320,10 @@ class _SyntheticCameras:
 
     def left_unmade(self) -> int:
         return self._unmade[0]
+
+    def lags(self) -> list[float]:
+        """Seconds each camera is behind its stream (a camera that cannot keep up)."""
+        return list(self._lag)
 
 
 def _cameras(

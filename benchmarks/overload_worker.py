@@ -141,6 +141,10 @@ class WorkerCameras:
         count and its copy counts as unmade for that moment: at most one per camera."""
         return sum(int(w.stats()["frames"]) for w in self.workers) - self.copies
 
+    def lags(self) -> list[float]:
+        """Not measured here: a file camera's pacer starts a new schedule past 1 s behind."""
+        return []
+
 
 def _hide_waiting_frames(box: Mailbox) -> None:
     def none_waits() -> None:
