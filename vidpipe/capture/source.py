@@ -178,7 +178,8 @@ class Luma:
 class Picture(Protocol):
     """One decoded frame, converted to the pipeline's ``Image`` only when ``image`` is called.
 
-    Used on the reader thread that read it, before the next ``read``.
+    Used on the reader thread that read it, before the next ``read``. A conversion that
+    fails raises ``SourceError`` (nvdec's copy out of the decoder: the session ends).
     """
 
     @property
