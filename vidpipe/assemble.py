@@ -34,7 +34,7 @@ from vidpipe.config import Config
 from vidpipe.events import EventStore
 from vidpipe.health import Health
 from vidpipe.metrics import Metrics
-from vidpipe.model import LoadedModel
+from vidpipe.model import LoadedModel, log_model
 from vidpipe.plan import DetectorPlan, InferencePlan, build_scheduler
 from vidpipe.postprocess.draw import draw_detections
 from vidpipe.reload import ConfigDiff, active_cameras, paused_cameras
@@ -384,6 +384,7 @@ class Pipeline:
         self.metrics.forget_model(old.model.name)  # the new scheduler sets its own series
         self._start_scheduler(detector)
         self._retire_scheduler(detector.name, old)
+        log_model(detector.name, detector.loaded)  # what the new pool runs (a new input_size)
         log.info("inference pool rebuilt: %s", detector.loaded.backend.info.model)
 
     def _retire_scheduler(self, name: str, old: Scheduler) -> None:

@@ -134,12 +134,13 @@ def test_sighup_applies_only_the_difference(
         assert sample(text, "vidpipe_camera_reconnects_total", camera="cam-c") == 0
         assert daemon.log().count("camera cam-c: streaming") == 1, "c was reconnected"
 
-        # --- backend change: the pool is rebuilt, the old one drains ----------------------
+        # --- backend and model size change: the pool is rebuilt, the old one drains -------
         f_before = count("f")
         write_config(
             config_path,
             {
                 **base,
+                "model": {**base["model"], "input_size": [416, 256]},
                 "inference": {"advanced": {"num_requests": 1}},
                 "cameras": [cam("cam-a", detect_fps=4), cam("cam-c"), file_cam, cam("cam-d")],
             },
@@ -148,6 +149,8 @@ def test_sighup_applies_only_the_difference(
         wait_for(lambda: "inference pool rebuilt" in daemon.log(), 90, "the pool rebuild")
         wait_for(lambda: daemon.log().count("reload applied") == 2, 60, "the second reload")
         wait_for(lambda: count("f") >= f_before + 20, 90, "f to go on after the rebuild")
+        # the new pool runs the new size, and the cameras' frames follow it (f went on)
+        assert "input f32 NCHW [1, 3, 256, 416]" in daemon.log()
         text = scrape(port)
         assert sample(text, "vidpipe_pool_size") == 1
         for c in ("f", "cam-c"):
