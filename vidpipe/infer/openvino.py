@@ -128,19 +128,18 @@ def model_precision(model: ov.Model, compiled_precision: str) -> str:
 def _static_input_shape(
     model: ov.Model, path: Path, size: tuple[int, int] | None = None
 ) -> list[int]:
-    """The model's input dims, reshaped to batch 1 and, given ``size`` (width, height), to
-    that picture size."""
+    """The model's N x 3 x H x W input dims, reshaped to batch 1 and, given ``size`` (width,
+    height), to that picture size."""
     if len(model.inputs) != 1:
         raise BackendError(f"model {path}: expected one input, found {len(model.inputs)}")
     pshape = model.input().get_partial_shape()
     if pshape.rank.is_dynamic:
         raise BackendError(f"model {path}: input rank is dynamic")
     dims = [d.get_length() if d.is_static else -1 for d in pshape]
-    wanted = [1, *dims[1:]]  # this backend submits one frame per request
-    if size is not None:
-        if len(dims) != 4 or dims[1] != 3:
-            raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
-        wanted[2], wanted[3] = size[1], size[0]
+    if len(dims) != 4 or dims[1] != 3:
+        raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
+    # this backend submits one frame per request
+    wanted = [1, 3, *dims[2:]] if size is None else [1, 3, size[1], size[0]]
     if wanted != dims:
         _reshape(model, path, wanted, size)
         dims = wanted
@@ -172,8 +171,6 @@ def _input_spec(model: ov.Model, path: Path, size: tuple[int, int] | None = None
     where the channel split and widening take 0.07 ms (benchmarks/README.md).
     """
     dims = _static_input_shape(model, path, size)
-    if len(dims) != 4 or dims[1] != 3:
-        raise BackendError(f"model {path}: expected an N x 3 x H x W image input, got {dims}")
     return TensorSpec(model.input().get_any_name(), (1, 3, dims[2], dims[3]), "f32", "NCHW")
 
 
