@@ -39,7 +39,9 @@ _PACKETS = 10_000  # a pass longer than any run: no rewind in the window
 _WARMUP_S = 2.0
 
 
-class _FakeDemuxer:
+class FakeDemuxer:
+    """A fake PyNvVideoCodec demuxer: ``_PACKETS`` packets, each read a native call."""
+
     def __init__(self, fps: float) -> None:
         self._fps = fps
         self._hasher = hashlib.sha256()
@@ -78,8 +80,8 @@ class _FakeCodec:
     def __init__(self, fps: float) -> None:
         self._fps = fps
 
-    def CreateDemuxer(self, filename: str) -> _FakeDemuxer:
-        return _FakeDemuxer(self._fps)
+    def CreateDemuxer(self, filename: str) -> FakeDemuxer:
+        return FakeDemuxer(self._fps)
 
     def CreateDecoder(self, **kwargs: Any) -> _FakeDecoder:
         return _FakeDecoder()

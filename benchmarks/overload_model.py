@@ -27,11 +27,22 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
 
 * ``no-gil-load``: cameras with no Python and no native calls (the scheduler's own ceiling);
 * ``no-post``: no device postprocessing at all (empty detections);
-* ``skip-unread``: a camera whose mailbox still holds an unread frame skips its post-decode
-  Python (``--post-decode-share`` of ``--py-us``; the frame would only be overwritten).
+* ``skip-unread``: the capture worker's rule (``CaptureWorker._emit``): a camera whose
+  previous frame still waits unread in its mailbox (``Mailbox.unread_seq``) drops the new one
+  before its post-decode Python (``--post-decode-share`` of ``--py-us``), once in a row. The
+  synthetic camera restates the rule (it has no worker); with ``worker`` the worker runs it;
+* ``skip-any``: the rule this model first measured, not the daemon's: skip whenever a frame
+  waits, however old (what the once-in-a-row bound on the waiting frame's age gives up);
+* ``worker``: each camera is a real ``CaptureWorker`` over ``NvdecSource`` and a fake
+  PyNvVideoCodec (``benchmarks.overload_worker``); alone, with the skip hidden from it (the
+  capture before issue 39), with ``skip-unread`` as the daemon runs it. The worker's own
+  Python replaces most of ``--py-us`` (it took about 200 us of CPU a frame here with no load
+  added); the fake decoder adds ``--worker-py-us`` (100, as ``benchmarks.gil_worker``) for
+  what it leaves out (PyNvVideoCodec's hand-over, PyTorch's stream, dlpack, the pool).
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
-overwritten per second, and the completion threads' batches and seconds per batch.
+overwritten and left unmade per second, and the completion threads' batches and seconds per
+batch.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ import threading
 import time
 import types
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +66,7 @@ from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
 
 from benchmarks.gil_model import native_call, python_work
 from benchmarks.overload import StackSampler
+from benchmarks.overload_worker import WorkerCameras
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer.streamset import StreamSetBackend
 from vidpipe.labels import Labels
@@ -74,6 +87,7 @@ class Point:
     cameras: int
     variant: str
     py_us: float = 250.0
+    worker_py_us: float = 100.0
     calls: int = 5
     gpu_wait_us: float = 500.0
     post_decode_share: float = 0.5
@@ -108,9 +122,9 @@ def synthetic_outputs(torch: Any, batch: int) -> Any:
 class TorchPost:
     """``DevicePostprocess`` of the model: as ``TorchDevicePostprocess``, on CPU torch."""
 
-    def __init__(self, torch: Any, max_batch: int, kind: Any) -> None:
+    def __init__(self, torch: Any, outputs: Any, kind: Any) -> None:
         self.torch = torch
-        self._out = synthetic_outputs(torch, max_batch)
+        self._out = outputs
         self._post = kind(torch, torch.device("cpu"), _INPUT, _INPUT, _CLASSES, 0.45)
         self.batches = 0
         self.busy_s = 0.0
@@ -142,24 +156,38 @@ class TorchPostExecutor(FakeExecutor):
     def __init__(self, runtime: FakeGpuRuntime, max_batch: int, torch: Any, kind: Any) -> None:
         super().__init__(runtime, max_batch)
         self._torch, self._kind = torch, kind
+        # Made here, before the cameras start: each slot's postprocessing is made at its
+        # first batch, and 128 cameras starved these ~450 PyTorch calls past the window
+        # (the rig's own cost; the daemon's postprocessing starts with a few numpy calls).
+        self._outputs = synthetic_outputs(torch, max_batch)
         self.posts: list[TorchPost] = []
         self.skip = False
 
     def device_postprocess(self, decoder: str) -> Any:
-        post = TorchPost(self._torch, self.max_batch, self._kind)
+        post = TorchPost(self._torch, self._outputs, self._kind)
         post.skip = self.skip
         self.posts.append(post)
         return post
 
 
-def _camera(box: Mailbox, index: int, p: Point, stop: threading.Event) -> None:
-    """A live NVDEC camera's GIL use (module docstring); its frame goes to its mailbox."""
+def _camera(
+    box: Mailbox,
+    index: int,
+    p: Point,
+    stop: threading.Event,
+    unmade: list[int],
+    lag: list[float],
+) -> None:
+    """A live NVDEC camera's GIL use (module docstring); its frame goes to its mailbox, or is
+    left unmade (counted in ``unmade[0]``) by the ``skip-unread``/``skip-any`` rule; how far
+    it is behind its stream goes to ``lag[index]``."""
     hasher = hashlib.sha256()
     k, start = 0, time.monotonic() + (index % 25) / p.fps / 25  # staggered phases
     pre_us = p.py_us * (1.0 - p.post_decode_share) / p.calls
     post_us = p.py_us * p.post_decode_share / p.calls
     while not stop.is_set():
         delay = start + k / p.fps - time.monotonic()
+        lag[index] = max(0.0, -delay)  # a camera that cannot keep up falls behind
         if delay > 0:
             time.sleep(delay)
         if "no-gil-load" not in p.variant:
@@ -169,11 +197,22 @@ def _camera(box: Mailbox, index: int, p: Point, stop: threading.Event) -> None:
                     python_work(pre_us)
                     if c == 1:
                         time.sleep(p.gpu_wait_us / 1e6)  # the decode's and copy's stream wait
-                if not ("skip-unread" in p.variant and box._frame is not None):
-                    for _ in range(p.calls):
-                        python_work(post_us)  # the picture, the pool, the frame
+                if _skips(p.variant, box.unread_seq(), k):
+                    unmade[0] += 1
+                    k += 1
+                    continue
+                for _ in range(p.calls):
+                    python_work(post_us)  # the picture, the pool, the frame
         box.put(Frame(f"cam{index}", k, time.monotonic(), device_frame(index % 256, k % 256)), stop)
         k += 1
+
+
+def _skips(variant: str, waiting: int | None, k: int) -> bool:
+    """Whether frame ``k`` is left unmade while frame ``waiting`` is in the mailbox."""
+    if "skip-any" in variant:
+        return waiting is not None
+    # CaptureWorker._emit: the due frame before this one still waits (every frame is due)
+    return "skip-unread" in variant and waiting == k - 1
 
 
 def yolox_postprocess(rev: str | None) -> Any:
@@ -218,37 +257,91 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
         iou_threshold=0.45,
         max_frame_age_s=60.0,
     )
-    hub, stop = FrameHub(), threading.Event()
+    hub = FrameHub()
     overwritten = [0]
 
     def dropped(_: Frame) -> None:
         if counting[0]:
             overwritten[0] += 1
 
-    boxes = [hub.add(f"cam{i}", "newest", dropped) for i in range(p.cameras)]
+    cams = _cameras(hub, p, dropped)
     engine.start(hub)
-    cams = [
-        threading.Thread(target=_camera, args=(b, i, p, stop), daemon=True)
-        for i, b in enumerate(boxes)
-    ]
-    for t in cams:
-        t.start()
+    cams.start()
     try:
         time.sleep(p.warmup_s)
         posts0 = [(q.batches, q.busy_s) for q in ex.posts]
         sampler = StackSampler(0.01)
         sampler.start()
-        counting[0], t0 = True, time.monotonic()
+        counting[0], t0, unmade0 = True, time.monotonic(), cams.left_unmade()
         time.sleep(p.window_s)
-        counting[0], t1 = False, time.monotonic()
+        counting[0], t1, unmade = False, time.monotonic(), cams.left_unmade() - unmade0
         stacks = sampler.stop()
         posts1 = [(q.batches, q.busy_s) for q in ex.posts]
     finally:
-        stop.set()
-        for t in cams:
-            t.join(5)
+        cams.stop()
         engine.close(10.0)
-    return _report(p, done, overwritten[0], t1 - t0, posts0, posts1) | {"stacks": stacks}
+    report = _report(p, done, overwritten[0], t1 - t0, posts0, posts1)
+    lags = sorted(cams.lags())
+    lag = {"p50": round(lags[len(lags) // 2], 3), "max": round(lags[-1], 3)} if lags else None
+    return report | {"unmade_per_s": round(unmade / (t1 - t0), 1), "lag_s": lag, "stacks": stacks}
+
+
+class _SyntheticCameras:
+    """The model's cameras: a thread each running ``_camera``."""
+
+    def __init__(self, hub: FrameHub, p: Point, on_drop: Callable[[Frame], None]) -> None:
+        self._stop = threading.Event()
+        self._unmade = [0]
+        self._lag = [0.0] * p.cameras
+        self._threads = [
+            threading.Thread(
+                target=_camera,
+                args=(
+                    hub.add(f"cam{i}", "newest", on_drop),
+                    i,
+                    p,
+                    self._stop,
+                    self._unmade,
+                    self._lag,
+                ),
+                daemon=True,
+            )
+            for i in range(p.cameras)
+        ]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+
+    def left_unmade(self) -> int:
+        return self._unmade[0]
+
+    def lags(self) -> list[float]:
+        """Seconds each camera is behind its stream (a camera that cannot keep up)."""
+        return list(self._lag)
+
+
+def _cameras(
+    hub: FrameHub, p: Point, on_drop: Callable[[Frame], None]
+) -> _SyntheticCameras | WorkerCameras:
+    if "worker" not in p.variant:
+        return _SyntheticCameras(hub, p, on_drop)
+    return WorkerCameras(
+        hub,
+        p.cameras,
+        calls=p.calls,
+        py_us=p.worker_py_us,
+        post_decode_share=p.post_decode_share,
+        gpu_wait_us=p.gpu_wait_us,
+        fps=p.fps,
+        skip="skip-unread" in p.variant,
+        on_drop=on_drop,
+    )
 
 
 def _report(
@@ -283,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default="612be70", help="git revision of the 'before' variant")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--py-us", type=float, default=250.0, help="camera Python per frame, us")
+    ap.add_argument(
+        "--worker-py-us",
+        type=float,
+        default=100.0,
+        help="worker cameras: Python per frame the fake decoder adds to the worker's own, us",
+    )
     ap.add_argument("--calls", type=int, default=5, help="camera native calls per frame")
     ap.add_argument("--gpu-wait-us", type=float, default=500.0)
     ap.add_argument("--post-decode-share", type=float, default=0.5)
@@ -301,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         0,
         "",
         py_us=args.py_us,
+        worker_py_us=args.worker_py_us,
         calls=args.calls,
         gpu_wait_us=args.gpu_wait_us,
         post_decode_share=args.post_decode_share,

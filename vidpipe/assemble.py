@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vidpipe.capture.decoders import CaptureContext
+from vidpipe.capture.source import PacketTap
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.clips import ClipRecorder
 from vidpipe.config import Config
@@ -272,9 +273,13 @@ class Pipeline:
         ring = None
         if cam.clips.enabled:  # no tap, no copied packet, for cameras without clips
             ring = self.clips.add_camera(cam, self._clip_classes.get(name, frozenset()))
-        # a record input feeds the ring itself; else (url: alone) the detect worker does
-        if not self.inputs.start(cam, self.cfg.capture, ring) and ring is not None:
-            worker.set_packet_tap(ring)
+        # a record input feeds the ring itself, and the detect worker only times its pictures
+        # against it; else (url: alone) the detect worker feeds the ring
+        tap: PacketTap | None = ring
+        if self.inputs.start(cam, self.cfg.capture, ring):  # only live inputs carry sender times
+            tap = self.clips.detect_clock(name) if cam.is_stream else None
+        if tap is not None:
+            worker.set_packet_tap(tap)
         self.workers[name] = worker
         worker.start()
 

@@ -23,6 +23,7 @@ _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 
 DROP_REASONS = (
     "overwritten",  # capture mailbox replaced a frame preprocessing had not taken yet
+    "mailbox_full",  # live camera: left unmade, the frame before it still waited in its mailbox
     "decimated",  # detect_fps: decoded but not sent to inference
     "no_motion",  # motion gate: nothing moved since the last inferred frame
     "too_old",  # older than scheduler.max_frame_age_ms when a slot was free
@@ -251,9 +252,9 @@ class Metrics:
         self.overloaded = Gauge(
             "vidpipe_overloaded",
             "1 while this process sheds frames because it cannot infer them all: more than "
-            f"{OVERLOAD_SHARE:.0%} of the frames reaching inference dropped as overwritten or "
-            f"too_old over the last {OVERLOAD_WINDOW_S:g} s (decimation and the motion gate "
-            "do not count)",
+            f"{OVERLOAD_SHARE:.0%} of the frames reaching inference dropped as overwritten, "
+            f"mailbox_full or too_old over the last {OVERLOAD_WINDOW_S:g} s (decimation and "
+            "the motion gate do not count)",
             registry=r,
         )
         self.overloaded.set_function(lambda: 1.0 if self.load.overloaded() else 0.0)

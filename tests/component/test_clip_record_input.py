@@ -98,9 +98,47 @@ def test_a_clip_is_cut_from_the_record_input_by_arrival_and_says_so(
     side = wait_sidecar(tmp_path / "hall")
     recorder.close(5)
     assert side["input"] == "record" and side["aligned_by"] == "arrival", side
+    assert side["record_offset_s"] is None  # no sender reports: nothing measured
     # the file starts at the keyframe (one a second) at or before 2.55 - 1 - 0.5 s: packet 10;
     # the trigger is at the last packet that arrived before its frame: packet 25
     assert packets[10].keyframe and packets[25].pts is not None and packets[10].pts is not None
+    expected = float((packets[25].pts - packets[10].pts) * params.time_base)
+    (hit,) = side["triggers"]
+    assert hit["offset_s"] == pytest.approx(expected, abs=0.001), side
+
+
+def test_with_sender_reports_on_both_inputs_a_trigger_is_moved_by_their_measured_offset(
+    assets_dir: Path, tmp_path: Path
+) -> None:
+    """The camera took moment k at wall time W + 0.1 k. Its record packet of moment k arrives
+    0.5 s after (a slower path), its detect picture of moment k leaves the decoder 0.2 s after:
+    the record stream is 0.3 s behind detection, and arrival alone would place a trigger three
+    packets early."""
+    params, packets = packets_of(assets_dir / "videos" / CLIPS, 50)
+    recorder = ClipRecorder(Metrics())
+    ring = recorder.add_camera(record_camera("hall", tmp_path), frozenset())
+    clock = recorder.detect_clock("hall")
+    assert clock is not None
+    base, wall = time.monotonic() - 30.0, 1.8e9
+    ring.on_stream("hall", params)
+    clock.on_stream("hall", params)
+    for k, p in enumerate(packets):
+        ring.on_packet(
+            "hall", dataclasses.replace(p, t_capture=base + 0.1 * k + 0.5, t_sender=wall + 0.1 * k)
+        )
+        sub = dataclasses.replace(p, pts=k, t_capture=base + 0.1 * k, t_sender=wall + 0.1 * k)
+        clock.on_packet("hall", sub)
+        clock.on_frame("hall", k, base + 0.1 * k + 0.2)
+        if k == 30:  # the detect picture of moment 25 (decoded at base + 2.7), detected late
+            trigger(recorder, "hall", base + 2.75)
+    side = wait_sidecar(tmp_path / "hall")
+    recorder.close(5)
+    assert side["input"] == "record" and side["aligned_by"] == "rtcp", side
+    assert side["record_offset_s"] == pytest.approx(0.3, abs=0.001)
+    # moved to base + 3.05 on the ring's clock: the last record packet by then is moment 25's
+    # (arrived at base + 3.0); the file starts at the keyframe at or before 3.05 - 1 - 0.5 s
+    # (packet 10, arrived at 1.5)
+    assert packets[25].pts is not None and packets[10].pts is not None and packets[10].keyframe
     expected = float((packets[25].pts - packets[10].pts) * params.time_base)
     (hit,) = side["triggers"]
     assert hit["offset_s"] == pytest.approx(expected, abs=0.001), side

@@ -211,8 +211,9 @@ def test_open_failures_back_off_without_a_group_slot_fake_gpu(
 def test_drop_accounting_adds_up_in_a_group_fake_gpu(
     groups: ReadGroups, context: CaptureContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every frame a grouped camera decodes is taken, overwritten in its mailbox, decimated,
-    or still waiting at the end: the same accounting as a camera with a thread of its own."""
+    """Every frame a grouped camera decodes is taken, overwritten in its mailbox, left
+    unmade while its last frame waited (``mailbox_full``), decimated, or still waiting at the
+    end: the same accounting as a camera with a thread of its own."""
     cams = Cameras(
         {f"cam{i}": FakeCodec(packets=7, delay=1) for i in range(4)}, context, detect_fps=10
     )
@@ -233,6 +234,8 @@ def test_drop_accounting_adds_up_in_a_group_fake_gpu(
         captured = cams.sample("vidpipe_frames_captured_total", name)
         decimated = cams.sample("vidpipe_frames_dropped_total", name, reason="decimated")
         overwritten = cams.sample("vidpipe_frames_dropped_total", name, reason="overwritten")
+        unmade = cams.sample("vidpipe_frames_dropped_total", name, reason="mailbox_full")
         waiting = 1 if cams.boxes[name].clear() is not None else 0
-        assert decimated > 0 and overwritten > 0
-        assert captured == len(cams.of(name)) + decimated + overwritten + waiting, name
+        assert decimated > 0 and overwritten > 0 and unmade > 0
+        shed = overwritten + unmade
+        assert captured == len(cams.of(name)) + decimated + shed + waiting, name

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.delay_proxy import delayed
 from tests.golden import iou
 from tests.integration.conftest import detect_offline, free_port, metric, scrape_soon, wait_for
 from tests.integration.test_clips_e2e import (
@@ -38,6 +39,7 @@ from tests.rtsp import RtspServer, gst_rtsp_available
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 MAIN_W, MAIN_H = 1280, 720
+DELAY_S = 1.0  # the main stream's extra path delay in the proxy test
 SUB_W, SUB_H = 768, 432
 
 
@@ -112,6 +114,48 @@ def api_cameras(port: int) -> list[dict[str, Any]]:
         return list(json.loads(resp.read())["cameras"])
 
 
+def first_clip(daemon: Any, out: Path, clips_dir: Path, aligned_by: str) -> dict[str, Any]:
+    """The sidecar of the first clip announced in the JSONL sink that was placed ``aligned_by``."""
+
+    def announced() -> dict[str, Any] | None:
+        assert daemon.proc.poll() is None, daemon.log()[-3000:]
+        ids = {r["id"] for r in records(out) if r.get("event") == "clip"}
+        found = [s for s in sidecars(clips_dir / "walkway") if s["id"] in ids]
+        return next((s for s in found if s.get("aligned_by") == aligned_by), None)
+
+    side = wait_for(announced, 200, f"a clip aligned by {aligned_by} in the JSONL sink")
+    assert isinstance(side, dict)
+    return side
+
+
+def check_person_at_trigger(
+    assets_dir: Path, tmp_path: Path, out: Path, side: dict[str, Any], mp4: Path
+) -> None:
+    """The clip's first trigger is a zone enter detected on the sub-stream, and the detector
+    finds a person in the main stream's frame at the trigger's offset near where the
+    sub-stream saw one (loosely: the two streams are placed in time, not matched by frame, so
+    no box or score is compared)."""
+    trig = side["triggers"][0]
+    assert trig["event"] == "enter" and trig["zone"] == "table"
+    detected = next(
+        r
+        for r in records(out)
+        if r.get("frame") == trig["frame"] and r.get("detections") is not None
+    )
+    assert (detected["width"], detected["height"]) == (SUB_W, SUB_H)
+    png = frame_at(mp4, trig["offset_s"], tmp_path / "at-offset.png")
+    (reading,) = detect_offline(assets_dir, [png], tmp_path)
+    assert (reading["width"], reading["height"]) == (MAIN_W, MAIN_H)
+    scale = MAIN_W / SUB_W
+    on_sub = [
+        [v * scale for v in d["box"]] for d in detected["detections"] if d["label"] == "person"
+    ]
+    on_main = [d["box"] for d in reading["detections"] if d["label"] == "person"]
+    assert on_sub and on_main, (detected, reading)
+    best = max(iou(a, b) for a in on_sub for b in on_main)
+    assert best >= 0.3, (best, detected, reading)
+
+
 def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
     repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
 ) -> None:
@@ -122,16 +166,9 @@ def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
         config = dual_config(repo_root, assets_dir, servers, clips_dir, port)
         config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
         daemon = run_daemon(config)
-
-        def clip_announced() -> bool:
-            assert daemon.proc.poll() is None, daemon.log()[-3000:]
-            return any(r.get("event") == "clip" for r in records(out))
-
-        wait_for(clip_announced, 200, "a clip event in the JSONL sink")
-        rows = records(out)
-        clip_rec = next(r for r in rows if r.get("event") == "clip")
-        (side,) = [s for s in sidecars(clips_dir / "walkway") if s["id"] == clip_rec["id"]]
-        assert side["input"] == "record" and side["aligned_by"] == "arrival", side
+        # both test servers send RTCP sender reports
+        side = first_clip(daemon, out, clips_dir, "rtcp")
+        assert side["input"] == "record", side
         mp4 = clips_dir / "walkway" / side["file"]
 
         # the main stream's pictures, whole: its size, every packet decodes
@@ -140,29 +177,29 @@ def test_zone_enter_on_the_sub_stream_gives_a_clip_cut_from_the_main_stream(
         ]
         assert (stream["width"], stream["height"]) == (MAIN_W, MAIN_H)
         assert decodes_cleanly(mp4) == side["packets"]
+        check_person_at_trigger(assets_dir, tmp_path, out, side, mp4)
+        assert daemon.terminate(30) == 0, daemon.log()[-3000:]
 
-        # the trigger: a zone enter detected on the sub-stream
-        trig = side["triggers"][0]
-        assert trig["event"] == "enter" and trig["zone"] == "table"
-        detected = next(
-            r for r in rows if r.get("frame") == trig["frame"] and r.get("detections") is not None
+
+def test_a_main_stream_a_second_late_is_placed_by_the_cameras_sender_reports(
+    repo_root: Path, assets_dir: Path, tmp_path: Path, run_daemon, streams: tuple[Path, Path]
+) -> None:
+    """The main stream reaches the daemon through a proxy that holds it 1 s: placed by arrival,
+    a trigger would land a second early in the clip; the sender reports measure the delay."""
+    clips_dir = tmp_path / "clips"
+    out = tmp_path / "events.jsonl"
+    with dual_servers(streams) as servers, delayed(servers[1].port, DELAY_S) as proxy:
+        config = dual_config(repo_root, assets_dir, servers, clips_dir, free_port())
+        record = config["cameras"][0]["inputs"][1]
+        record["url"] = proxy.url(record["url"])
+        config["sinks"] = [{"type": "jsonl", "path": str(out), "only_with_detections": True}]
+        daemon = run_daemon(config)
+        side = first_clip(daemon, out, clips_dir, "rtcp")
+        # the 1 s path, less the detect picture's own wait in its decoder (B-frames, <= 0.45 s)
+        assert DELAY_S - 0.45 <= side["record_offset_s"] <= DELAY_S + 0.15, side
+        check_person_at_trigger(
+            assets_dir, tmp_path, out, side, clips_dir / "walkway" / side["file"]
         )
-        assert (detected["width"], detected["height"]) == (SUB_W, SUB_H)
-        # what the detector reads in the main stream's frame at the trigger's offset: a
-        # person, as on the sub-stream (the two are placed in time by packet arrival, so the
-        # person may have moved a little: no box or score is compared)
-        png = frame_at(mp4, trig["offset_s"], tmp_path / "at-offset.png")
-        (reading,) = detect_offline(assets_dir, [png], tmp_path)
-        assert (reading["width"], reading["height"]) == (MAIN_W, MAIN_H)
-        scale = MAIN_W / SUB_W
-        on_sub = [
-            [v * scale for v in d["box"]] for d in detected["detections"] if d["label"] == "person"
-        ]
-        on_main = [d["box"] for d in reading["detections"] if d["label"] == "person"]
-        assert on_sub and on_main, (detected, reading)
-        # the same person, near where the sub-stream saw them (loosely: not a golden match)
-        best = max(iou(a, b) for a in on_sub for b in on_main)
-        assert best >= 0.3, (best, detected, reading)
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]
 
 

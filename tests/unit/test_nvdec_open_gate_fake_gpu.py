@@ -106,7 +106,8 @@ def _start_in_thread(source: NvdecSource, out: dict[str, Any], name: str) -> thr
     def start() -> None:
         try:
             source.open()
-            out[name] = source.read()
+            picture = source.read()
+            out[name] = None if picture is None else picture.image()  # copied, as the worker
         except SourceError as exc:
             out[name] = exc
 

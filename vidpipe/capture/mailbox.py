@@ -28,6 +28,10 @@ class FrameSink(Protocol):
         """The model's input size (width, height), for conversion at that size; None: unknown."""
         ...
 
+    def unread_seq(self) -> int | None:
+        """The ``seq`` of the frame waiting untaken (None: none), read without a lock."""
+        ...
+
     def put(self, frame: Frame, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Hand ``frame`` on; False if ``stop`` was set first."""
         ...

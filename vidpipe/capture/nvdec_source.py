@@ -7,8 +7,11 @@ maps the reader's ``open``/``read``/``close`` and its errors onto ``source.Sourc
 Frames are ``DeviceImage`` s: NV12 on the camera's GPU. A decoded surface is only valid until
 the reader's next ``read``, while a frame may wait in the mailbox (the ``newest`` policy keeps
 decoding), so each frame is copied once on the GPU into memory the frame owns (3 MB at 1080p,
-a device-to-device copy; no pixel crosses to the host). ``DeviceImage.to_host`` downloads and
-converts a picture for the live view and snapshots only when they ask.
+a device-to-device copy; no pixel crosses to the host). ``read`` hands out an ``NvdecPicture``
+that makes this copy only when the worker asks for its image: a frame the worker drops
+(decimated, or left unmade while its camera's last frame still waits) costs no copy, and its
+GIL time goes to the threads that infer. ``DeviceImage.to_host`` downloads and converts a
+picture for the live view and snapshots only when they ask.
 
 The packet tap is not fed: PyNvVideoCodec's demuxer gives no stream parameters to remux
 with (``info.stream`` is None, so event clips are not written for nvdec cameras).
@@ -31,6 +34,7 @@ import numpy.typing as npt
 from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
+from vidpipe.capture.nvdec_picture import NvdecPicture
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo
@@ -148,7 +152,8 @@ class DecoderStream:
 
     Without a stream of its own, PyNvVideoCodec decodes on the legacy default stream, which
     serialises with every blocking stream of the context; the decode, the dlpack hand-over
-    and the copy out of the surface pool all run on this one (``NvdecSource.read``).
+    and the copy out of the surface pool all run on this one (``NvdecSource.read`` and
+    ``NvdecSource._copy_out``).
     """
 
     def __init__(self, gpu: int) -> None:
@@ -273,6 +278,7 @@ class NvdecSource:
         self._counted_errors = 0
         self._session = False
         self._attributed = False
+        self._picture: NvdecPicture | None = None  # the last read's, until the next read
 
     @property
     def info(self) -> SourceInfo:
@@ -351,10 +357,12 @@ class NvdecSource:
             self._shared.stats.opened(1)
         return self._info
 
-    def read(self) -> DeviceImage | None:
+    def read(self) -> NvdecPicture | None:
+        """The next frame, its copy out of the decoder deferred (``NvdecPicture``)."""
         if self._reader is None:
             raise SourceError("read_failed", "read before open")
-        with self._stream():  # the decode, the dlpack hand-over and the copy: one stream
+        self._expire()
+        with self._stream():  # the decode and the dlpack hand-over: the camera's stream
             try:
                 surface = self._reader.read()
             except NvdecError as exc:
@@ -362,24 +370,37 @@ class NvdecSource:
             finally:
                 self._count_errors()
                 self._end_turn()  # started: the first read decoded a frame, ended or failed
-            if surface is None:
-                return None
-            if self._own_copy is None:  # a reader was given without its copy
-                raise SourceError("read_failed", "no way to copy the frame out of the decoder")
-            try:
-                with GPU_GATE.work():  # the decode is gated by the reader (not its demuxing)
-                    nv12, ready = self._own_copy(surface)
-            except NvdecError as exc:
-                raise SourceError("read_failed", str(exc)) from None
+        if surface is None:
+            return None
+        if self._own_copy is None:  # a reader was given without its copy
+            raise SourceError("read_failed", "no way to copy the frame out of the decoder")
+        self._picture = NvdecPicture(surface, self._copy_out)
+        return self._picture
+
+    def _copy_out(self, surface: Any) -> DeviceImage:
+        """``surface`` copied into memory the frame owns: on the camera's stream, as its
+        decode, and gated (the decode is gated by the reader, not its demuxing)."""
+        assert self._own_copy is not None  # read checked it
+        try:
+            with self._stream(), GPU_GATE.work():
+                nv12, ready = self._own_copy(surface)
+        except NvdecError as exc:
+            raise SourceError("read_failed", str(exc)) from None
         height, width = int(nv12.shape[0]) * 2 // 3, int(nv12.shape[1])
-        return DeviceImage(
-            nv12, self.gpu, width, height, functools.partial(nv12_to_bgr, nv12, ready), ready
-        )
+        to_host = functools.partial(nv12_to_bgr, nv12, ready)
+        return DeviceImage(nv12, self.gpu, width, height, to_host, ready)
+
+    def _expire(self) -> None:
+        """The decoder is about to reuse the last picture's surface (read, rewind, close)."""
+        if self._picture is not None:
+            self._picture.expire()
+            self._picture = None
 
     def rewind(self) -> bool:
         """Play a file again on the same decoder (``NvdecReader.rewind``); False: reopen."""
         if self._reader is None:
             return False
+        self._expire()
         with GPU_GATE.work(), self._stream():
             return self._reader.rewind()
 
@@ -391,6 +412,7 @@ class NvdecSource:
 
     def close(self) -> None:
         self._end_turn()  # first: a turn is never kept, even if closing the reader fails
+        self._expire()
         if self._reader is not None:
             self._reader.close()
         if self._session:

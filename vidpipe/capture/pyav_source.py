@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import struct
 import threading
 import time
 import urllib.parse
@@ -65,6 +66,8 @@ _LUMA_VIDEO_RANGE = frozenset(
 _LUMA_FULL_RANGE = frozenset({"yuvj420p", "yuvj422p", "yuvj444p", "yuvj440p", "yuvj411p", "gray"})
 # 8-bit 4:2:0 formats converted at the model's size from their planes (``PyAVSource.fit``).
 _FITTED_FORMATS = frozenset({"yuv420p", "yuvj420p", "nv12"})
+_PRFT = struct.Struct("<qi")  # AVProducerReferenceTime: wallclock (us), flags
+_PRFT_CAPTURE = 24
 
 
 def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str, str]:
@@ -457,7 +460,25 @@ def _tap_packet(packet: Any) -> TapPacket:
         time_base=Fraction(packet.time_base),
         keyframe=bool(packet.is_keyframe),
         t_capture=time.monotonic(),
+        t_sender=_sender_time(packet),
     )
+
+
+def _sender_time(packet: Any) -> float | None:
+    """The camera's capture time of ``packet`` (seconds since the epoch), or None.
+
+    FFmpeg's RTP demuxer maps each packet's RTP timestamp through the stream's last RTCP sender
+    report to the sender's NTP clock and attaches it as producer reference time side data
+    (``AVProducerReferenceTime``: int64 microseconds, int flags), flagged 24: the capture time
+    (ISO/IEC 14496-12's ``prft`` flag values).
+    """
+    if not packet.has_sidedata("prft"):
+        return None
+    raw = bytes(packet.get_sidedata("prft"))
+    if len(raw) < _PRFT.size:
+        return None
+    wallclock_us, flags = _PRFT.unpack_from(raw)
+    return wallclock_us / 1e6 if flags == _PRFT_CAPTURE else None
 
 
 def _source(camera: CameraConfig, defaults: CaptureConfig, _context: CaptureContext) -> PyAVSource:

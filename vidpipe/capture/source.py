@@ -91,6 +91,9 @@ class TapPacket:
         time_base: see ``StreamParams.time_base``.
         keyframe: a clip may start here.
         t_capture: monotonic time the packet was demuxed.
+        t_sender: when the camera took the picture, on the camera's wall clock (seconds since
+            the epoch), from the stream's RTCP sender reports; None without them (files,
+            servers that send none, a connection's first packets).
     """
 
     data: bytes
@@ -100,6 +103,7 @@ class TapPacket:
     time_base: Fraction
     keyframe: bool
     t_capture: float
+    t_sender: float | None = None
 
 
 class PacketTap(Protocol):
@@ -174,7 +178,8 @@ class Luma:
 class Picture(Protocol):
     """One decoded frame, converted to the pipeline's ``Image`` only when ``image`` is called.
 
-    Used on the reader thread that read it, before the next ``read``.
+    Used on the reader thread that read it, before the next ``read``. A conversion that
+    fails raises ``SourceError`` (nvdec's copy out of the decoder: the session ends).
     """
 
     @property

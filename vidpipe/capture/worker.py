@@ -106,6 +106,7 @@ class CaptureWorker:
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._seq = 0
         self._seq_lock = threading.Lock()
+        self._last_due = -1  # the seq of the last frame the decimator passed (-1: none yet)
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self._session: Session | None = None
@@ -369,6 +370,7 @@ class CaptureWorker:
 
     def _read_frames(self, session: Session) -> None:
         self._decimator.reset()
+        self._last_due = -1  # a frame of the last session never holds back the first
         if self._motion is not None:
             self._motion.reset()
         if self._pacer is not None:
@@ -410,7 +412,11 @@ class CaptureWorker:
         # decoder's delayed pictures, one per timeout (a frozen stream yields one every
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         fresh = self._clock() - t_read < 0.9 * self._defaults.read_timeout_ms / 1000.0
-        return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+        try:
+            return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+        except SourceError as exc:  # a deferred conversion failed (nvdec's copy out)
+            session.finish(exc.reason, exc.detail)
+            return None
 
     def _pace(self, session: Session) -> float:
         """``realtime`` files: seconds until the next frame is due (0: read it now)."""
@@ -450,8 +456,8 @@ class CaptureWorker:
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
         frame-age watchdog. The picture is converted (``Picture.image_for`` the model's input
-        size) only once both the decimator and the motion gate have let it through: a dropped
-        frame costs no conversion.
+        size) only once the decimator, the mailbox (``unread_seq``) and the motion gate have
+        let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
         skipped = session.take_skipped()  # frames left undecoded before this one
@@ -477,6 +483,14 @@ class CaptureWorker:
             self._metrics.lag.set(session.lag_s(now, t_sched))
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
+            return True
+        # Live, and the due frame before this one still waits: drop this one unmade rather
+        # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
+        # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
+        # row only: the frame inferred is at most one due frame older (a burst ends fresh).
+        previous, self._last_due = self._last_due, seq
+        if self._mailbox.policy == "newest" and self._mailbox.unread_seq() == previous:
+            self._metrics.drop("mailbox_full")
             return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0

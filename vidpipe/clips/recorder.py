@@ -19,21 +19,22 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vidpipe.clips.align import MAX_OFFSET_S, DetectClock, InputOffset, clip_source
 from vidpipe.clips.ring import PacketRing, Segment
-from vidpipe.clips.shots import Crop, Shot, padded_box
+from vidpipe.clips.shots import Crop, Shot, better_tracks, padded_box
 from vidpipe.clips.store import clean_temp, clip_id, enforce
 from vidpipe.clips.writer import ClipJob, ClipWriteError, write_clip
 from vidpipe.config import CameraConfig, ClipsConfig, SchedulerConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
 from vidpipe.sinks.record import event_record
-from vidpipe.types import ClipEvent, Detections, FrameResult, TrackEvent, host_image
+from vidpipe.types import ClipEvent, FrameResult, TrackEvent, host_image
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,14 @@ _JITTER_S = 0.5
 _DEFAULT_MAX_LATENCY_S = SchedulerConfig().max_frame_age_ms / 1000.0
 #: Triggers listed in a sidecar (a class trigger fires on every frame: one per track is kept).
 _MAX_TRIGGERS = 50
+#: A record input's packets of a moment may arrive before its detect picture leaves the
+#: decoder (a negative offset, at most MAX_OFFSET_S): its ring keeps this much more pre-roll.
+_OFFSET_MARGIN_S = MAX_OFFSET_S
 
 
 @dataclass(slots=True)
 class _OpenClip:
-    t_from: float  # monotonic: first trigger - pre_s
+    t_from: float  # monotonic, on the ring's clock: first trigger - pre_s
     t_end: float  # last trigger + post_s, capped at t_from + max_s
     seq: int
     triggers: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +69,13 @@ class _OpenClip:
     tracker_ids: list[int] = field(default_factory=list)
     crops: dict[int, Crop] = field(default_factory=dict)
     shots: dict[int, Shot] = field(default_factory=dict)  # clips.crop.source: record
+    # a record input's packets of a moment arrive this much after its detect picture is
+    # decoded (``align.py``); None: placed by arrival
+    offset_s: float | None = None
+
+    def at(self, t_capture: float) -> float:
+        """A detect frame's ``t_capture`` on the clock of the ring's packets."""
+        return t_capture + (self.offset_s or 0.0)
 
 
 class _Camera:
@@ -82,14 +93,21 @@ class _Camera:
         self.announce: list[ClipEvent] = []
         self.last_error_log = -1e9
         self._ids: set[str] = set()
-        # a camera with a record input: its ring holds that input's packets, never decoded,
-        # so a trigger (a detect frame's capture time) is placed by packet arrival time
-        self.source: dict[str, str] = (
-            {"input": "record", "aligned_by": "arrival"} if cam.record_input else {}
-        )
+        # a camera with a record input: its ring holds that input's packets, never decoded; a
+        # trigger (a detect frame's capture time) is placed by arrival time, moved by the
+        # offset between the inputs where their sender reports measure it (``align.py``)
+        self.inputs = InputOffset(cam.name, ring.sender_delay) if cam.record_input else None
         # crops cut from the record stream when the clip is written (``shots.py``): the
         # result's picture is not needed
         self.crop_from_record = cam.clips.crop.source == "record"
+
+    def offset(self) -> float | None:
+        """The record input's offset against the detect input now; None: not measured."""
+        return None if self.inputs is None else self.inputs.offset()
+
+    def source(self, clip: _OpenClip) -> dict[str, Any]:
+        """Which input ``clip``'s packets came from and how the two were placed in time."""
+        return {} if self.inputs is None else clip_source(clip.offset_s)
 
     def new_id(self, wall_time: float) -> str:
         """A clip id not yet used by this camera in this process."""
@@ -138,14 +156,16 @@ class ClipRecorder:
             log.info(
                 "camera %s: removed %d unfinished clip file(s) in %s", cam.name, removed, camera_dir
             )
+        latency_s = self._max_latency_s + _JITTER_S  # cut from _JITTER_S before trigger - pre_s
+        if cam.record_input:
+            latency_s += _OFFSET_MARGIN_S
         ring = PacketRing(
             cam.name,
             cfg.pre_s,
             int(cfg.buffer_mb * 1024 * 1024),
             on_overflow=self._metrics.clip_ring_overflow.labels(camera=cam.name).inc,
             on_stream_end=functools.partial(self._stream_ended, cam.name),
-            # a clip is cut from _JITTER_S before first trigger - pre_s
-            latency_s=self._max_latency_s + _JITTER_S,
+            latency_s=latency_s,
         )
         for reason in CLIP_FAILURES:
             self._metrics.clips_failed.labels(camera=cam.name, reason=reason)
@@ -161,6 +181,12 @@ class ClipRecorder:
         self._retention(camera)
         self._start()
         return ring
+
+    def detect_clock(self, name: str) -> DetectClock | None:
+        """The packet tap for the detect input of ``name`` when its record input feeds the
+        ring (``add_camera``): it times the detect pictures, for placing triggers."""
+        camera = self._cameras.get(name)
+        return None if camera is None or camera.inputs is None else camera.inputs.clock
 
     def remove_camera(self, name: str) -> None:
         """Stop recording ``name``; a clip it has open is written with what the ring holds."""
@@ -228,17 +254,19 @@ class ClipRecorder:
 
     def _trigger(self, camera: _Camera, result: FrameResult, hits: list[dict[str, Any]]) -> None:
         cfg = camera.cfg
-        t = result.t_capture
         clip = camera.open
-        if clip is not None and t >= clip.t_from + cfg.max_s:
+        if clip is not None and clip.at(result.t_capture) >= clip.t_from + cfg.max_s:
             job = self._close(camera, "max_s", clip.t_from + cfg.max_s)
             if job is not None:
                 self._enqueue_nowait(job)
             clip = None
         if clip is None:
-            clip = _OpenClip(t_from=t - cfg.pre_s, t_end=t, seq=result.seq)
+            offset = camera.offset()  # one offset a clip: its triggers on one timeline
+            t = result.t_capture + (offset or 0.0)
+            clip = _OpenClip(t_from=t - cfg.pre_s, t_end=t, seq=result.seq, offset_s=offset)
             camera.open = clip
             camera.ring.hold(clip.t_from - _JITTER_S)
+        t = clip.at(result.t_capture)
         clip.t_end = min(max(clip.t_end, t + cfg.post_s), clip.t_from + cfg.max_s)
         clip.seq = result.seq
         for hit in hits:
@@ -260,7 +288,7 @@ class ClipRecorder:
         det = result.detections
         if result.image is None:
             return
-        better = _better(det, clip.crops)
+        better = better_tracks(det, clip.crops)
         if not better:
             return
         frame = host_image(result.image)  # a GPU picture is downloaded only for a better crop
@@ -277,12 +305,12 @@ class ClipRecorder:
     def _update_shots(self, clip: _OpenClip, result: FrameResult) -> None:
         """As ``_update_crops``, keeping each track's best box and time, not its picture."""
         det = result.detections
-        for i, tid in _better(det, clip.shots):
+        for i, tid in better_tracks(det, clip.shots):
             x1, y1, x2, y2 = det.xyxy[i].tolist()
             label = result.labels.name(int(det.class_id[i]))
             box = (x1, y1, x2, y2)
             shot = Shot(tid, label, float(det.score[i]), box, result.width, result.height,
-                        result.t_capture)  # fmt: skip
+                        clip.at(result.t_capture))  # fmt: skip
             clip.shots[tid] = shot
 
     # ------------------------------------------------------------------ closing clips
@@ -300,7 +328,11 @@ class ClipRecorder:
     def _job(
         self, camera: _Camera, clip: _OpenClip, segment: Segment | None, closed_by: str
     ) -> ClipJob | None:
-        if camera.source and segment is not None and segment.t_end < clip.t_from - _JITTER_S:
+        if (
+            camera.inputs is not None
+            and segment is not None
+            and segment.t_end < clip.t_from - _JITTER_S
+        ):
             # the record input was down all along: its ring holds only what came before
             segment = None
         if segment is None or not segment.packets:
@@ -331,7 +363,7 @@ class ClipRecorder:
             shots=shots,
             padding=camera.cfg.crop.padding,
             jpeg_quality=camera.cfg.crop.jpeg_quality,
-            source=camera.source,
+            source=camera.source(clip),
         )
 
     def _stream_ended(self, name: str, segment: Segment) -> None:
@@ -462,16 +494,3 @@ class ClipRecorder:
             except queue.Empty:
                 break
             self._metrics.clips_dropped.labels(camera=job.camera, reason="shutdown").inc()
-
-
-def _better(det: Detections, best: Mapping[int, Crop | Shot]) -> list[tuple[int, int]]:
-    """``(index, tracker id)`` of the tracked detections that score above their track's best
-    so far."""
-    if det.tracker_id is None:
-        return []
-    tracked = [(i, int(det.tracker_id[i])) for i in np.flatnonzero(det.tracker_id >= 0).tolist()]
-    return [
-        (i, tid)
-        for i, tid in tracked
-        if (kept := best.get(tid)) is None or float(det.score[i]) > kept.score
-    ]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from vidpipe.capture.remux import timestamps
 from vidpipe.capture.source import StreamParams, TapPacket
+from vidpipe.clips.align import StreamDelay
 
 #: (monotonic time a decoded picture left the source, its pts)
 FrameStamp = tuple[float, int | None]
@@ -137,6 +138,9 @@ class PacketRing:
         self._bytes = 0
         self._hold_from: float | None = None
         self.overflows = 0
+        # arrival minus the camera's time of its packets (``align.py``): a record input's
+        # offset against the camera's detect input
+        self.sender_delay = StreamDelay()
 
     @property
     def nbytes(self) -> int:
@@ -151,10 +155,13 @@ class PacketRing:
             self._bytes = 0
             self._params = params
             self._hold_from = None
+        self.sender_delay.clear()
         if ended is not None and ended.packets:
             self._on_stream_end(ended)
 
     def on_packet(self, camera: str, packet: TapPacket) -> None:
+        if packet.t_sender is not None:
+            self.sender_delay.add(packet.t_capture, packet.t_sender)
         size = len(packet.data)
         with self._lock:
             if packet.keyframe:

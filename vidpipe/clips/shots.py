@@ -8,16 +8,17 @@ record picture whose packet arrived nearest that time: its group of pictures fro
 up to it, once per clip however many tracks share the group. It cuts the box there, scaled from
 detect to record pixels.
 
-The two streams are placed in time by packet arrival, as the clip is (``aligned_by: arrival``),
-so the picture can be a frame or two away from the detected one; the padding
-(``clips.crop.padding``) absorbs that much motion.
+The two streams are placed in time as the clip's triggers are (``clips/align.py``: by the
+camera's sender reports where both streams carry them, else by arrival), so the picture can be
+a frame or two away from the detected one; the padding (``clips.crop.padding``) absorbs that
+much motion.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.clips.ring import Segment
+from vidpipe.types import Detections
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +154,16 @@ def _decode(segment: Segment, wanted: list[int]) -> dict[int, npt.NDArray[np.uin
 def _bgr(frame: Any) -> npt.NDArray[np.uint8]:
     picture: npt.NDArray[np.uint8] = frame.to_ndarray(format="bgr24")
     return picture
+
+
+def better_tracks(det: Detections, best: Mapping[int, Crop | Shot]) -> list[tuple[int, int]]:
+    """``(index, tracker id)`` of the tracked detections that score above their track's best
+    so far."""
+    if det.tracker_id is None:
+        return []
+    tracked = [(i, int(det.tracker_id[i])) for i in np.flatnonzero(det.tracker_id >= 0).tolist()]
+    return [
+        (i, tid)
+        for i, tid in tracked
+        if (kept := best.get(tid)) is None or float(det.score[i]) > kept.score
+    ]

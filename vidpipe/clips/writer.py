@@ -50,7 +50,7 @@ class ClipJob:
     jpeg_quality: int = 90
     t_queued: float = 0.0
     # which input the packets came from, where not the detect input ({"input": "record", ...})
-    source: dict[str, str] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
 
 
 class ClipWriteError(Exception):
@@ -77,7 +77,9 @@ def write_clip(job: ClipJob) -> ClipEvent:
     announce) plus what only the files tell: ``file`` (the MP4's name), ``packets``,
     ``closed_by``, ``triggers`` (each with its ``offset_s``: where its frame is in the file,
     from the stream's timestamps), ``triggers_total``
-    and ``crops``; a camera's record input adds ``input`` and ``aligned_by``.
+    and ``crops``; a camera's record input adds ``input``, ``aligned_by`` (``rtcp``: moved
+    by ``record_offset_s``, the measured offset between the inputs; ``arrival``: not measured)
+    and ``record_offset_s``.
 
     Returns:
         The clip's event, as the sidecar records it.

@@ -3,7 +3,9 @@
 Each camera owns one ``Mailbox`` with room for a single frame. Two policies:
 
 * ``newest`` (live streams): ``put`` never blocks; a frame that was not taken yet is replaced
-  and counted as dropped with reason ``overwritten``.
+  and counted as dropped with reason ``overwritten``. A reader that finds its last frame
+  still waiting (``unread_seq``) may drop its new one instead, before making it
+  (``mailbox_full``: ``CaptureWorker._emit`` says when and why).
 * ``block`` (files): the reader asks for a *turn* (``wait_empty``) before it decodes, and
   ``put`` waits until the previous frame was taken, so a file is read as fast as inference can
   use it and no decoded frame is wasted.
@@ -97,6 +99,16 @@ class Mailbox:
         if old is not None:
             self._on_drop(old)
         return True
+
+    def unread_seq(self) -> int | None:
+        """The ``seq`` of the frame waiting untaken, None if none.
+
+        Read without the hub's lock, which every camera and the scheduler share: the answer
+        may be a moment stale (a frame taken just now still reads as waiting), and only this
+        box's reader puts, so no frame appears behind its back.
+        """
+        waiting = self._frame
+        return None if waiting is None else waiting.seq
 
     def wait_empty(self, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Block policy: wait until the previous frame was taken and this camera has a turn,

@@ -1,0 +1,153 @@
+"""The ``worker`` modifier of ``benchmarks.overload_model``: vidpipe's own capture workers.
+
+Each camera is a real ``CaptureWorker`` of a ``realtime`` NVDEC file camera (``newest``
+mailbox, as the daemon gives a live camera): ``NvdecSource`` with its deferred copy
+(``NvdecPicture``), ``NvdecReader`` and the worker's decision to leave a frame unmade, over a
+fake PyNvVideoCodec that puts the model's GIL load where NVDEC has it:
+
+* the demux: a native call (``benchmarks.gil_worker``'s demuxer);
+* the decode (PyNvVideoCodec 2.2.4's ``Decode`` keeps the GIL): ``--calls`` native calls with
+  the pre-decode share of ``--worker-py-us`` between them;
+* the copy out of the decoder (``own_copy``): the post-decode share of ``--worker-py-us``, one
+  native call (``cuMemcpyDtoDAsync``) and the GPU wait (``cuStreamSynchronize``, a sleep of
+  ``--gpu-wait-us``). A frame left unmade skips all of it, as on the GPU.
+
+The worker's own Python per frame (pacing, counters, the Frame, the mailbox) comes on top: the
+load is near the synthetic camera's, not equal, so compare ``worker`` with
+``worker+skip-unread``, not with the synthetic cameras. ``worker``
+alone is the capture before issue 39 (every frame made): the rig hides waiting frames from the
+worker (its mailboxes' ``unread_seq`` says none waits; the daemon has no such switch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks.gil_model import native_call, python_work
+from benchmarks.gil_worker import FakeDemuxer
+from vidpipe.capture.decoders import CaptureContext, DecoderKind
+from vidpipe.capture.nvdec import NvdecReader
+from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
+from vidpipe.capture.worker import CaptureWorker
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
+from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub, Mailbox
+
+_SURFACE = (18, 16)  # NV12 of the fake GPU's 16x12 pictures (tests/fake_gpu.py)
+
+
+class _Decoder:
+    def __init__(self, calls: int, pre_us: float) -> None:
+        self._calls, self._pre_us = calls, pre_us
+        self._hasher = hashlib.sha256()
+
+    def Decode(self, packet: int | None) -> list[int]:
+        for _ in range(self._calls):
+            native_call(self._hasher)
+            python_work(self._pre_us)
+        return [] if packet is None else [packet]
+
+
+class _Codec:
+    """Stands in for the PyNvVideoCodec module (no GPU)."""
+
+    def __init__(self, fps: float, calls: int, pre_us: float) -> None:
+        self._fps, self._calls, self._pre_us = fps, calls, pre_us
+
+    def CreateDemuxer(self, filename: str) -> FakeDemuxer:
+        return FakeDemuxer(self._fps)
+
+    def CreateDecoder(self, **kwargs: Any) -> _Decoder:
+        return _Decoder(self._calls, self._pre_us)
+
+
+class WorkerCameras:
+    """``cameras`` capture workers feeding ``hub``; ``copies`` counts the frames they copied
+    out of the decoder.
+
+    Args:
+        calls, py_us, post_decode_share, gpu_wait_us, fps: the model's camera (``Point``;
+            ``py_us`` is its ``worker_py_us``).
+        skip: the worker may leave frames unmade (the daemon as it is); False hides waiting
+            frames from it.
+        on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
+    """
+
+    def __init__(
+        self,
+        hub: FrameHub,
+        cameras: int,
+        *,
+        calls: int,
+        py_us: float,
+        post_decode_share: float,
+        gpu_wait_us: float,
+        fps: float,
+        skip: bool,
+        on_drop: Any,
+    ) -> None:
+        self.copies = 0
+        self._post_us = py_us * post_decode_share / calls
+        self._calls, self._gpu_wait_s = calls, gpu_wait_us / 1e6
+        self._codec = _Codec(fps, calls, py_us * (1.0 - post_decode_share) / calls)
+        self._surface = np.zeros(_SURFACE, np.uint8)
+        metrics, context = Metrics(), CaptureContext()
+        defaults = CaptureConfig(decoder="nvdec")
+        self.workers: list[CaptureWorker] = []
+        for i in range(cameras):
+            cam = CameraConfig(name=f"cam{i}", url=f"file:///fake/cam{i}.mp4", realtime=True)
+            box = hub.add(cam.name, "newest", on_drop)
+            if not skip:
+                _hide_waiting_frames(box)
+            cm = metrics.camera(cam.name)
+            self.workers.append(CaptureWorker(cam, defaults, box, cm, context=context))
+
+    def _source(self, cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> Any:
+        hasher = hashlib.sha256()
+
+        def own_copy(surface: np.ndarray) -> tuple[np.ndarray, None]:
+            for _ in range(self._calls):
+                python_work(self._post_us)  # the pool, the DeviceImage, the Frame, the put
+            native_call(hasher)  # cuMemcpyDtoDAsync
+            time.sleep(self._gpu_wait_s)  # cuStreamSynchronize
+            self.copies += 1  # one thread at a time holds the GIL: a lost count is rare
+            return np.copy(surface), None
+
+        reader = NvdecReader(cam.url, codec=self._codec, to_tensor=lambda _f: self._surface)
+        shared = ctx.shared(NvdecShared)
+        return NvdecSource(cam, defaults, shared=shared, reader=reader, own_copy=own_copy)
+
+    def start(self) -> None:
+        """Start every worker, their sources made by this rig's fake decoder."""
+        self._saved = CAPTURE_DECODERS.factories["nvdec"]
+        CAPTURE_DECODERS.factories["nvdec"] = DecoderKind(self._source)
+        for w in self.workers:
+            w.start()
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+        for w in self.workers:
+            w.join(5.0)
+        CAPTURE_DECODERS.factories["nvdec"] = self._saved
+
+    def left_unmade(self) -> int:
+        """Frames decoded but never copied out, so far (the workers' own counts: cheaper to
+        read than the registry's, which would skew the window's edges). A frame between its
+        count and its copy counts as unmade for that moment: at most one per camera."""
+        return sum(int(w.stats()["frames"]) for w in self.workers) - self.copies
+
+    def lags(self) -> list[float]:
+        """Not measured here: a file camera's pacer starts a new schedule past 1 s behind."""
+        return []
+
+
+def _hide_waiting_frames(box: Mailbox) -> None:
+    def none_waits() -> None:
+        return None
+
+    box.unread_seq = none_waits  # type: ignore[method-assign]
