@@ -243,7 +243,8 @@ def _search(
 
     fixed = o.density_cameras
     best = fixed_counts(trial, fixed, o.density_ascending) if fixed else search(trial)
-    trials.sort(key=lambda t: t["cameras"])
+    if not fixed or o.density_ascending:  # counts given in an order are reported in it
+        trials.sort(key=lambda t: t["cameras"])
     return {"contender": contender, "detect_fps": rate or stream_fps, "max_cameras": best,
             "trials": trials}  # fmt: skip
 
