@@ -36,6 +36,8 @@ from benchmarks.gpu_daemon import (
     _add_nvdec_arguments,
     _snapshot,
     point_config,
+    start_dmon,
+    stop_dmon,
 )
 from vidpipe.quantiles import bucket_quantile
 
@@ -114,6 +116,11 @@ def _shares(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> 
     return shares
 
 
+def _inferred(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """Frames inferred, all cameras, between two snapshots."""
+    return sum(after["cams"][n]["inferred"] - b["inferred"] for n, b in before["cams"].items())
+
+
 def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str, Any]:
     """One count: start the service, warm up, measure a window, stop it."""
     cfg = point_config(args, args.decoder, cameras, workdir / "results.jsonl")
@@ -122,9 +129,10 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     doc["http"] = {"host": "127.0.0.1", "port": port}
-    doc["inference"]["processes"] = (
-        args.processes if args.processes == "auto" else int(args.processes)
-    )
+    if args.processes is not None:  # else the config's default, as a user's config has it
+        doc["inference"]["processes"] = (
+            args.processes if args.processes == "auto" else int(args.processes)
+        )
     doc["logging"] = {"level": "INFO"}
     if args.tracking:  # every camera tracks its objects (the tracker's cost on the host)
         for cam in doc["cameras"]:
@@ -140,12 +148,14 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         graphs_s = _wait_graphs(workdir / f"box-{cameras}.log", port, args.ready_timeout)
         time.sleep(args.warmup)
         names = [c.name for c in cfg.cameras]
+        dmon = start_dmon(args.device)
         before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
         marks = [before]
         for _ in range(args.periods):
             time.sleep(args.window / args.periods)
             marks.append(_snapshot(_Scraped(port), names))
         after, cpu1, t1 = marks[-1], _tree_cpu_s(proc.pid), time.time()
+        utilisation = stop_dmon(dmon)
         processes = _Scraped(port).text.count("vidpipe_process_up{")
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -156,13 +166,16 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         "cameras": cameras,
         "decoder": args.decoder,
         "processes": processes or 1,
-        "processes_setting": args.processes,
+        "processes_setting": args.processes or "default",
         "start_s": round(start_s, 1),
         "graphs_s": graphs_s,
         "worst_share": round(min(shares), 4),
         "mean_share": round(sum(shares) / len(shares), 4),
+        "total_fps": round(_inferred(before, after) / (t1 - t0), 1),
+        "p50_latency_s": bucket_quantile(before["buckets"], after["buckets"], 0.5),
         "p95_latency_s": p95,
         "host_cores": round((cpu1 - cpu0) / (t1 - t0), 2),
+        "gpu_util": utilisation,
         "exit_code": code,
         "mps": _mps_line(workdir / f"box-{cameras}.log"),
         "periods": [
@@ -191,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clip", type=Path, required=True, help="the clip every camera plays")
     p.add_argument("--cameras", default="120", help="camera counts, e.g. 80,120,160")
     p.add_argument("--decoder", default="nvdec", choices=("nvdec", "pyav"))
-    p.add_argument("--processes", default="auto", help="inference.processes: auto or a number")
+    p.add_argument(
+        "--processes",
+        default=None,
+        help="inference.processes: auto or a number (default: the config's default, auto)",
+    )
     _add_inference_arguments(p)
     _add_nvdec_arguments(p)
     p.add_argument("--shard-assignment", default="balanced", choices=("rendezvous", "balanced"))

@@ -36,7 +36,8 @@ TORCH = {"type": "torch", "processes": "auto"}
 @pytest.mark.parametrize(
     ("inference", "cameras", "cores", "expected"),
     [
-        ({"type": "openvino"}, 100, 16, 1),  # the default: one process, as before
+        ({"type": "openvino"}, 100, 16, 1),  # the default (auto): OpenVINO stays in one
+        ({"type": "torch"}, 80, 16, 3),  # the default (auto): a GPU config fans out
         ({"type": "openvino", "processes": "auto"}, 100, 16, 1),  # OpenVINO fills the cores
         ({"type": "openvino", "processes": 3}, 4, 16, 3),  # a number is taken as given
         (TORCH, 1, 16, 1),

@@ -37,8 +37,11 @@ class InferenceConfigBase(ConfigModel):
     many processes ``vidpipe run`` runs the cameras in (``vidpipe.supervisor``)."""
 
     type: str
+    # auto by default: a GPU config given more cameras than one process can drive would
+    # otherwise overload that process while the GPU idles (one process past its count sheds
+    # most of its frames: docs/gpu.md), and a user adds cameras without thinking of processes.
     processes: int | Literal["auto"] = Field(
-        1,
+        "auto",
         description="processes that run the cameras, each its shard of them, behind one HTTP "
         "port (vidpipe run supervises them); auto: on a GPU backend one per "
         "32 enabled cameras (one Python process drives about 40 NVDEC cameras), at most one "

@@ -105,7 +105,8 @@ def placement_problems(cfg: Config, gpus: tuple[int, ...]) -> list[str]:
     return [
         f"cameras[{i}].gpu: camera {cam.name!r}: with {len(gpus)} processes over GPUs "
         f"{sorted(set(gpus))} each process decodes and infers on its own GPU, and the "
-        "camera's process is chosen by its name: remove gpu"
+        "camera's process is chosen by its name: remove gpu, or set inference.processes: 1 "
+        "(one process spans the GPUs)"
         for i, cam in enumerate(cfg.cameras)
         if cam.gpu is not None
     ]
