@@ -183,11 +183,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     shard = resolve_shard(args.shard)
     setup_logging(cfg.logging)
     if shard is None:  # an explicit shard is one process of a fleet: it runs alone
-        from vidpipe.supervisor.plan import placement_problems, plan_processes
+        from vidpipe.supervisor.plan import crowded, placement_problems, plan_processes
 
         plan = plan_processes(cfg)
         if problems := placement_problems(cfg, plan.gpus):
             raise ConfigError(problems)
+        for warning in crowded(cfg, plan):
+            log.warning("%s", warning)
         if plan.processes > 1:
             from vidpipe.supervisor.service import run_supervisor
 
@@ -226,6 +228,7 @@ def _print_processes(cfg: Config, plan: ProcessPlan) -> None:
     """What ``vidpipe run`` will start (``plan``): processes, cameras in each and on each GPU,
     CUDA MPS or not."""
     from vidpipe.supervisor.mps import plan_mps
+    from vidpipe.supervisor.plan import crowded
 
     counts = ", ".join(str(len(names)) for names in plan.shards)
     print(f"processes: {plan.processes} (inference.processes: {cfg.inference.processes})")
@@ -237,6 +240,8 @@ def _print_processes(cfg: Config, plan: ProcessPlan) -> None:
             shards = ", ".join(map(str, mine))
             print(f"GPU {gpu}: process(es) {shards}, {cams} camera(s) decoded and inferred there")
     print(f"CUDA MPS: {plan_mps(plan.gpu, plan.processes).describe()}")
+    for warning in crowded(cfg, plan):
+        print(f"warning: {warning}")
 
 
 def _shard_count(text: str) -> int:

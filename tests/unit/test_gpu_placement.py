@@ -107,6 +107,14 @@ def test_check_prints_each_gpus_processes_and_cameras(capsys: pytest.CaptureFixt
     on_0 = len(plan.shards[0]) + len(plan.shards[2])
     assert f"GPU 0: process(es) 0, 2, {on_0} camera(s)" in out
     assert f"GPU 1: process(es) 1, 3, {100 - on_0} camera(s)" in out
+    assert "warning" not in out
+
+
+def test_check_warns_of_a_process_past_its_count(capsys: pytest.CaptureFixture) -> None:
+    cfg = config(96, [0], processes=1)
+    _print_processes(cfg, plan_processes(cfg, 16))
+    out = capsys.readouterr().out
+    assert "warning: inference.processes: a process runs 96 cameras" in out
 
 
 def test_vidpipe_check_and_run_refuse_a_cameras_gpu_on_a_placed_box(tmp_path: Path) -> None:

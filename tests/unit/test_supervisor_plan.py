@@ -17,7 +17,13 @@ from vidpipe.shard import Shard
 from vidpipe.supervisor.children import describe_exit
 from vidpipe.supervisor.merge import merge_families
 from vidpipe.supervisor.mps import CONTROL, PIPE_ENV, MpsDaemon, plan_mps, running_pipe_dir
-from vidpipe.supervisor.plan import CAMERAS_PER_PROCESS, plan_processes, process_count
+from vidpipe.supervisor.plan import (
+    CAMERAS_PER_PROCESS,
+    PROCESS_HOLDS,
+    crowded,
+    plan_processes,
+    process_count,
+)
 
 
 def config(inference: dict, cameras: int) -> Config:
@@ -61,6 +67,31 @@ def test_auto_counts_enabled_cameras_only() -> None:
         }
     )
     assert process_count(cfg, 16) == 1
+
+
+def test_a_gpu_process_given_more_cameras_than_it_holds_is_warned_about() -> None:
+    one = config({"type": "torch", "processes": 1}, 96)
+    (warning,) = crowded(one, plan_processes(one, 16))
+    assert "a process runs 96 cameras" in warning
+    assert "set inference.processes: auto (here 3)" in warning
+    capped = config(TORCH, 160)
+    plan = plan_processes(capped, 2)
+    (warning,) = crowded(capped, plan)
+    assert f"a process runs {max(len(s) for s in plan.shards)} cameras" in warning
+    assert "capped by the host's 2 core(s)" in warning
+
+
+@pytest.mark.parametrize(
+    ("inference", "cameras"),
+    [
+        ({"type": "torch"}, 160),  # the default (auto) fans out: 32 a process
+        ({"type": "torch", "processes": 1}, PROCESS_HOLDS),  # at what one process holds
+        ({"type": "openvino", "processes": 1}, 200),  # not a GPU: OpenVINO sizes itself
+    ],
+)
+def test_plans_within_a_process_s_count_have_no_warning(inference: dict, cameras: int) -> None:
+    cfg = config(inference, cameras)
+    assert crowded(cfg, plan_processes(cfg, 16)) == []
 
 
 def test_processes_below_one_is_refused() -> None:

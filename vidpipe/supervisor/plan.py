@@ -29,6 +29,8 @@ from vidpipe.shard import Shard
 
 #: Enabled cameras per process that ``processes: auto`` plans for on a GPU backend.
 CAMERAS_PER_PROCESS = 32
+#: Cameras one GPU-backend process held on the H200 (NVDEC, 1080p25); past it a process sheds.
+PROCESS_HOLDS = 40
 
 
 def host_cores() -> int:
@@ -96,6 +98,27 @@ def plan_processes(cfg: Config, cores: int | None = None) -> ProcessPlan:
         return ProcessPlan((tuple(active_cameras(cfg, None)),), is_gpu(cfg))
     shards = tuple(tuple(active_cameras(cfg, Shard(i, n))) for i in range(n))
     return ProcessPlan(shards, is_gpu(cfg), placed_gpus(cfg, n))
+
+
+def crowded(cfg: Config, plan: ProcessPlan) -> list[str]:
+    """Warnings for the processes of a GPU plan that run more cameras than one process holds:
+    such a process sheds frames (``vidpipe_overloaded``) while the GPU has room. Where the host
+    cores cap ``auto``, the warning says so; else it names the process count that fits."""
+    if not plan.gpu:
+        return []
+    busiest = max((len(names) for names in plan.shards), default=0)
+    if busiest <= PROCESS_HOLDS:
+        return []
+    enabled = sum(1 for c in cfg.cameras if c.enabled)
+    needed = math.ceil(enabled / CAMERAS_PER_PROCESS)
+    if cfg.inference.processes == "auto":
+        fix = f"auto is capped by the host's {plan.processes} core(s): use a larger box or shard"
+    else:
+        fix = f"set inference.processes: auto (here {needed})"
+    return [
+        f"inference.processes: a process runs {busiest} cameras; one process drives about "
+        f"{PROCESS_HOLDS} NVDEC cameras and past that sheds frames while the GPU idles: {fix}"
+    ]
 
 
 def placement_problems(cfg: Config, gpus: tuple[int, ...]) -> list[str]:
