@@ -32,6 +32,7 @@ from vidpipe.plan import plan_inference
 from vidpipe.reload import ConfigDiff, diff_configs, effective_config, on_gpu, with_http_port
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
+from vidpipe.supervisor.plan import outgrown
 from vidpipe.types import CameraState
 
 log = logging.getLogger(__name__)
@@ -151,8 +152,11 @@ class Daemon:
             if not diff.rebuild_all and name not in diff.changed_detectors
         }
         plan = plan_inference(new_cfg, self.metrics, keep, self.shard)
+        before = len(self.workers)
         self.cfg = effective_config(self.cfg, new_cfg)
         self.pipeline.apply(self.cfg, diff, plan)
+        if warning := outgrown(self.cfg, before, len(self.workers)):
+            log.warning("%s", warning)
         return diff
 
     def load(self, dropins: dict[str, str | None] | None = None) -> Config:

@@ -21,6 +21,7 @@ from vidpipe.supervisor.plan import (
     CAMERAS_PER_PROCESS,
     PROCESS_HOLDS,
     crowded,
+    outgrown,
     plan_processes,
     process_count,
 )
@@ -92,6 +93,17 @@ def test_a_gpu_process_given_more_cameras_than_it_holds_is_warned_about() -> Non
 def test_plans_within_a_process_s_count_have_no_warning(inference: dict, cameras: int) -> None:
     cfg = config(inference, cameras)
     assert crowded(cfg, plan_processes(cfg, 16)) == []
+
+
+def test_a_reload_that_takes_a_gpu_process_past_its_count_is_warned_about() -> None:
+    cfg = config(TORCH, 80)
+    warning = outgrown(cfg, PROCESS_HOLDS, PROCESS_HOLDS + 8)
+    assert warning is not None
+    assert f"now runs {PROCESS_HOLDS + 8} cameras" in warning
+    assert "restart the service (inference.processes: auto plans" in warning
+    assert outgrown(cfg, PROCESS_HOLDS, PROCESS_HOLDS) is None  # at its count: no warning
+    assert outgrown(cfg, PROCESS_HOLDS + 1, PROCESS_HOLDS + 2) is None  # said once, not again
+    assert outgrown(config({"type": "openvino"}, 80), 10, 80) is None  # not a GPU
 
 
 def test_processes_below_one_is_refused() -> None:

@@ -121,6 +121,20 @@ def crowded(cfg: Config, plan: ProcessPlan) -> list[str]:
     ]
 
 
+def outgrown(cfg: Config, before: int, now: int) -> str | None:
+    """A warning when a reload took one process of a GPU config past the cameras one process
+    holds (``before`` and ``now`` cameras run there): cameras added while it runs stay in the
+    processes planned at start, so the service must be restarted to spread them."""
+    if not is_gpu(cfg) or now <= PROCESS_HOLDS or before > PROCESS_HOLDS:
+        return None
+    planned = process_count(cfg)
+    return (
+        f"this process now runs {now} cameras; one process drives about {PROCESS_HOLDS} NVDEC "
+        f"cameras and past that sheds frames while the GPU idles: restart the service "
+        f"(inference.processes: {cfg.inference.processes} plans {planned} process(es) at start)"
+    )
+
+
 def placement_problems(cfg: Config, gpus: tuple[int, ...]) -> list[str]:
     """What in ``cfg`` cannot run on processes placed on ``gpus``: a camera's own ``gpu``."""
     if not gpus:
