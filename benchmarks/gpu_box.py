@@ -143,6 +143,7 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         proc = subprocess.Popen(
             [sys.executable, "-m", "vidpipe.cli", "run", "-c", str(config)], stderr=log, stdout=log
         )
+    dmon = None
     try:
         start_s = _wait_ready(port, proc, args.ready_timeout)
         graphs_s = _wait_graphs(workdir / f"box-{cameras}.log", port, args.ready_timeout)
@@ -158,6 +159,8 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         utilisation = stop_dmon(dmon)
         processes = _Scraped(port).text.count("vidpipe_process_up{")
     finally:
+        if dmon is not None and dmon.poll() is None:  # the window failed: no sampler left over
+            dmon.kill()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(120)
     shares = _shares(before, after, names)

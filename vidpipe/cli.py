@@ -188,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = plan_processes(cfg)
         if problems := placement_problems(cfg, plan.gpus):
             raise ConfigError(problems)
-        for warning in crowded(cfg, plan):
+        if warning := crowded(cfg, plan):
             log.warning("%s", warning)
         if plan.processes > 1:
             from vidpipe.supervisor.service import run_supervisor
@@ -240,7 +240,7 @@ def _print_processes(cfg: Config, plan: ProcessPlan) -> None:
             shards = ", ".join(map(str, mine))
             print(f"GPU {gpu}: process(es) {shards}, {cams} camera(s) decoded and inferred there")
     print(f"CUDA MPS: {plan_mps(plan.gpu, plan.processes).describe()}")
-    for warning in crowded(cfg, plan):
+    if warning := crowded(cfg, plan):
         print(f"warning: {warning}")
 
 

@@ -72,12 +72,14 @@ def test_auto_counts_enabled_cameras_only() -> None:
 
 def test_a_gpu_process_given_more_cameras_than_it_holds_is_warned_about() -> None:
     one = config({"type": "torch", "processes": 1}, 96)
-    (warning,) = crowded(one, plan_processes(one, 16))
+    warning = crowded(one, plan_processes(one, 16), cores=16)
+    assert warning is not None
     assert "a process runs 96 cameras" in warning
     assert "set inference.processes: auto (here 3)" in warning
     capped = config(TORCH, 160)
     plan = plan_processes(capped, 2)
-    (warning,) = crowded(capped, plan)
+    warning = crowded(capped, plan)
+    assert warning is not None
     assert f"a process runs {max(len(s) for s in plan.shards)} cameras" in warning
     assert "capped by the host's 2 core(s)" in warning
 
@@ -92,7 +94,7 @@ def test_a_gpu_process_given_more_cameras_than_it_holds_is_warned_about() -> Non
 )
 def test_plans_within_a_process_s_count_have_no_warning(inference: dict, cameras: int) -> None:
     cfg = config(inference, cameras)
-    assert crowded(cfg, plan_processes(cfg, 16)) == []
+    assert crowded(cfg, plan_processes(cfg, 16)) is None
 
 
 def test_a_reload_that_takes_a_gpu_process_past_its_count_is_warned_about() -> None:

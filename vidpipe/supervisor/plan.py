@@ -51,6 +51,11 @@ def process_count(cfg: Config, cores: int | None = None) -> int:
     wanted = cfg.inference.processes
     if wanted != "auto":
         return int(wanted)
+    return auto_count(cfg, cores)
+
+
+def auto_count(cfg: Config, cores: int | None = None) -> int:
+    """What ``processes: auto`` plans for ``cfg``, whatever its ``processes`` says."""
     if not is_gpu(cfg):
         return 1
     enabled = sum(1 for c in cfg.cameras if c.enabled)
@@ -100,25 +105,26 @@ def plan_processes(cfg: Config, cores: int | None = None) -> ProcessPlan:
     return ProcessPlan(shards, is_gpu(cfg), placed_gpus(cfg, n))
 
 
-def crowded(cfg: Config, plan: ProcessPlan) -> list[str]:
-    """Warnings for the processes of a GPU plan that run more cameras than one process holds:
-    such a process sheds frames (``vidpipe_overloaded``) while the GPU has room. Where the host
-    cores cap ``auto``, the warning says so; else it names the process count that fits."""
-    if not plan.gpu:
-        return []
+def _sheds(cameras: int) -> str:
+    return (
+        f"{cameras} cameras; one process drives about {PROCESS_HOLDS} NVDEC cameras and past "
+        "that sheds frames while the GPU idles"
+    )
+
+
+def crowded(cfg: Config, plan: ProcessPlan, cores: int | None = None) -> str | None:
+    """A warning when a process of a GPU plan runs more cameras than one process holds: it
+    sheds frames (``vidpipe_overloaded``) while the GPU has room. Where the host cores cap
+    ``auto``, it says so; else it names the process count that ``auto`` plans (on ``cores``:
+    this host's by default)."""
     busiest = max((len(names) for names in plan.shards), default=0)
-    if busiest <= PROCESS_HOLDS:
-        return []
-    enabled = sum(1 for c in cfg.cameras if c.enabled)
-    needed = math.ceil(enabled / CAMERAS_PER_PROCESS)
+    if not plan.gpu or busiest <= PROCESS_HOLDS:
+        return None
     if cfg.inference.processes == "auto":
         fix = f"auto is capped by the host's {plan.processes} core(s): use a larger box or shard"
     else:
-        fix = f"set inference.processes: auto (here {needed})"
-    return [
-        f"inference.processes: a process runs {busiest} cameras; one process drives about "
-        f"{PROCESS_HOLDS} NVDEC cameras and past that sheds frames while the GPU idles: {fix}"
-    ]
+        fix = f"set inference.processes: auto (here {auto_count(cfg, cores)})"
+    return f"inference.processes: a process runs {_sheds(busiest)}: {fix}"
 
 
 def outgrown(cfg: Config, before: int, now: int) -> str | None:
@@ -127,11 +133,9 @@ def outgrown(cfg: Config, before: int, now: int) -> str | None:
     processes planned at start, so the service must be restarted to spread them."""
     if not is_gpu(cfg) or now <= PROCESS_HOLDS or before > PROCESS_HOLDS:
         return None
-    planned = process_count(cfg)
     return (
-        f"this process now runs {now} cameras; one process drives about {PROCESS_HOLDS} NVDEC "
-        f"cameras and past that sheds frames while the GPU idles: restart the service "
-        f"(inference.processes: {cfg.inference.processes} plans {planned} process(es) at start)"
+        f"this process now runs {_sheds(now)}: restart the service (inference.processes: "
+        f"{cfg.inference.processes} plans {process_count(cfg)} process(es) at start)"
     )
 
 
