@@ -19,6 +19,7 @@ pipeline order, every step with a deadline.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +51,7 @@ from vidpipe.types import CameraState
 from vidpipe.web.clips import ClipRoutes
 from vidpipe.web.events import EventRoutes
 from vidpipe.web.live import LiveRoutes
-from vidpipe.web.search import SearchRoutes
+from vidpipe.web.search import Embed, SearchRoutes
 from vidpipe.web.server import RouteInstaller, WebServer, build_app, is_loopback
 from vidpipe.wiring import CameraInputs, capture_worker
 
@@ -111,6 +112,9 @@ class Pipeline:
         self.http_port: int | None = None
         self._web: WebServer | None = None
         self._listeners: list[CameraStateListener] = []
+        self._state_lock = threading.Lock()
+        self._extra: list[Sink] = []  # the live view's and the event store's sinks
+        self._search: SearchRoutes | None = None
         # frames counted by schedulers that a reload replaced: (submitted, completed, delivered)
         self._retired = (0, 0, 0)
 
@@ -126,36 +130,55 @@ class Pipeline:
 
     # ------------------------------------------------------------------ start-up
 
-    def start(self, plan: InferencePlan) -> None:
-        """Start the HTTP server, the sinks, tracking, the scheduler and the cameras."""
+    def start_capture(self, camera_detector: dict[str, str]) -> None:
+        """Start the HTTP server and the cameras (``camera_detector``: each owned camera's
+        detector). The page, ``/metrics`` and the clip rings need no model: on a GPU the
+        cameras stream while the models load and warm up (``Daemon.start``)."""
         cfg = self.cfg
-        # started first: search by picture (the event store's route) uses its embedder
-        self.secondary = build_secondary(self._owned(cfg, plan), plan.labels_of, self.metrics)
-        extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
-        extra += self._event_store() if cfg.events_enabled() else []
+        self._extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
+        self._extra += self._event_store() if cfg.events_enabled() else []
         if cfg.http.enabled:
-            routes = ClipRoutes(self.clips.camera_dirs)
-            self.web_installers.append(routes.install)
-        self._clip_classes = plan.clip_classes
-        if cfg.http.enabled:
+            self.web_installers.append(ClipRoutes(self.clips.camera_dirs).install)
             self._start_web()
-        sinks = [*build_sinks(cfg.sinks, draw=draw_detections, metrics=self.metrics), *extra]
-        self._listeners = [s for s in sinks if isinstance(s, CameraStateListener)]
+        self.camera_detector = dict(camera_detector)
+        self.capture.bind_metrics(self.metrics, cfg)
+        for name in active_cameras(cfg, self.shard):
+            self.start_camera(name)
+        self._set_paused(set(paused_cameras(cfg, self.shard)))
+
+    def start(self, plan: InferencePlan) -> None:
+        """Start the sinks and inference on the cameras ``start_capture`` started: the
+        secondary stage, tracking, and each detector's scheduler on its cameras' hub."""
+        sinks = [*build_sinks(self.cfg.sinks, draw=draw_detections, metrics=self.metrics)]
+        sinks += self._extra
         self.sinks = SinkPool(sinks, self.metrics)
         self.sinks.start()
+        self._listen([s for s in sinks if isinstance(s, CameraStateListener)])
+        self.secondary = build_secondary(self._owned(self.cfg, plan), plan.labels_of, self.metrics)
+        if self._search is not None:
+            self._search.set_embedder(*self._embedder())
         self.tracking = TrackingStage(plan.scenes, self.metrics)
         # every result's way after inference, in order; the secondary stage may add reid and
         # track events, clips clip events
         secondary = [] if self.secondary is None else [self.secondary]
         self._results = chain([self.tracking, *secondary, self.clips.observe, self.sinks.submit])
         self.camera_detector = dict(plan.camera_detector)
+        self._clip_classes = plan.clip_classes
+        self.clips.set_classes(plan.clip_classes)
         for detector in plan.detectors.values():
             self._start_scheduler(detector)
         self.health.attach(self._progress)
-        self.capture.bind_metrics(self.metrics, cfg)
-        for name in active_cameras(cfg, self.shard):
-            self.start_camera(name)
-        self._set_paused(set(paused_cameras(cfg, self.shard)))
+
+    def _listen(self, listeners: list[CameraStateListener]) -> None:
+        """From now on tell ``listeners`` every camera's state change, starting with each
+        camera's state now (the cameras started before the sinks)."""
+        with self._state_lock:  # no change is told before the state it replaced
+            self._listeners = listeners
+            states = dict.fromkeys(self.paused, CameraState.PAUSED)
+            states.update({n: w.state for n, w in self.workers.items()})
+            for name, state in states.items():
+                for listener in listeners:
+                    listener.camera_state(name, state)
 
     def _event_store(self) -> list[Sink]:
         """The event store: a sink of zone, line and clip events, and its query route."""
@@ -170,16 +193,17 @@ class Pipeline:
         log.info("event store: %s", store.path)
         if self.cfg.http.enabled:
             self.web_installers.append(EventRoutes(store.path).install)
-            self.web_installers.append(self._search_routes(store.path).install)
+            # its embedder is known once the secondary models are open (``start``)
+            self._search = SearchRoutes(store.path, pending=True)
+            self.web_installers.append(self._search.install)
         return [store]
 
-    def _search_routes(self, path: Path) -> SearchRoutes:
-        """Search by example over the store's track embeddings; by picture with the first
-        secondary model, where one runs."""
+    def _embedder(self) -> tuple[Embed | None, str | None]:
+        """Search by picture: the first secondary model's embedder, where one runs."""
         if self.secondary is None:
-            return SearchRoutes(path)
+            return None, None
         model = next(iter(self.secondary.embedders))
-        return SearchRoutes(path, self.secondary.embed(model).embed, model=model)
+        return self.secondary.embed(model).embed, model
 
     @staticmethod
     def _owned(cfg: Config, plan: InferencePlan) -> Config:
@@ -232,7 +256,7 @@ class Pipeline:
         scheduler = self._new_scheduler(detector)
         self.schedulers[detector.name] = scheduler
         self.models[detector.name] = detector.loaded
-        scheduler.start(self.hubs.setdefault(detector.name, FrameHub()))
+        scheduler.start(self.hubs.setdefault(detector.name, FrameHub(starting=True)))
         return scheduler
 
     def _new_scheduler(self, detector: DetectorPlan) -> Scheduler:
@@ -263,7 +287,7 @@ class Pipeline:
         box, worker = capture_worker(
             cam,
             self.cfg.capture,
-            self.hubs[detector],
+            self.hubs.setdefault(detector, FrameHub(starting=True)),
             self.metrics,
             self.capture,
             self._camera_state,
@@ -318,9 +342,10 @@ class Pipeline:
 
     def _camera_state(self, name: str, state: CameraState) -> None:
         """A capture worker changed state (on a capture thread): tell the sinks that listen."""
-        self.inputs.detect_state(name, state)
-        for listener in self._listeners:
-            listener.camera_state(name, state)
+        with self._state_lock:
+            self.inputs.detect_state(name, state)
+            for listener in self._listeners:
+                listener.camera_state(name, state)
 
     def capture_stats(self) -> dict[str, dict[str, Any]]:
         """``CaptureWorker.stats()`` of every running camera, ``{"state": "paused"}`` of
@@ -422,8 +447,10 @@ class Pipeline:
             if not scheduler.close(max(0.1, deadline - time.monotonic())):
                 clean = False
                 log.error("inference (%s) did not drain before the shutdown timeout", name)
-            # frames still waiting in mailboxes never entered inference: count, don't hide
-            for frame in self.hubs[name].clear_all():
+        # frames still waiting in mailboxes never entered inference: count, don't hide (a
+        # start that failed while the models loaded left its hubs without a scheduler)
+        for hub in self.hubs.values():
+            for frame in hub.clear_all():
                 self.metrics.camera(frame.camera).drop("shutdown")
         # crops queued and in flight: embedded, or counted as given up
         secondary = self.secondary

@@ -22,13 +22,13 @@ from vidpipe.api import ApiRoutes, CameraControl
 from vidpipe.assemble import Pipeline
 from vidpipe.capture.native_stderr import route_stdout
 from vidpipe.capture.worker import CaptureWorker
-from vidpipe.config import Config, ConfigError, load_config
+from vidpipe.config import Config, ConfigError, GpuConfig, load_config
 from vidpipe.health import Health
 from vidpipe.infer.base import BackendError
 from vidpipe.metrics import Metrics
 from vidpipe.model import log_model
 from vidpipe.notify import Notifier, Reporter, watchdog_interval_s
-from vidpipe.plan import plan_inference
+from vidpipe.plan import capture_plan, plan_inference
 from vidpipe.reload import ConfigDiff, diff_configs, effective_config, on_gpu, with_http_port
 from vidpipe.schedule.scheduler import Scheduler
 from vidpipe.shard import Shard
@@ -83,18 +83,42 @@ class Daemon:
 
     # ------------------------------------------------------------------ start-up
 
-    def start(self) -> None:
-        """Compile the model, then start the sinks, the scheduler and the cameras."""
-        plan = plan_inference(self.cfg, self.metrics, shard=self.shard)
-        for detector in plan.detectors.values():
-            log_model(detector.name, detector.loaded)
-        self.pipeline.start(plan)
+    def start(self, on_serving: Callable[[], object] | None = None) -> None:
+        """Open the models, start the HTTP server and the cameras, then the sinks and
+        inference; on a GPU the server and the cameras start first. ``on_serving`` is called
+        once the HTTP port answers and the cameras stream. A start that fails stops what it
+        started."""
+        # a GPU model takes seconds to load and warm up: its cameras stream meanwhile; a CPU
+        # model compiles in about one, and a bad one is refused before anything starts
+        early = isinstance(self.cfg.inference, GpuConfig)
+        try:
+            with self.reload_lock:  # a control API change waits for the models
+                cameras = capture_plan(self.cfg, self.shard)
+                if early:
+                    self._start_capture(cameras, on_serving)
+                plan = plan_inference(self.cfg, self.metrics, shard=self.shard)
+                for detector in plan.detectors.values():
+                    log_model(detector.name, detector.loaded)
+                if not early:
+                    self._start_capture(cameras, on_serving)
+                self.pipeline.start(plan)
+        except BaseException:
+            self.stop_event.set()
+            self.shutdown()
+            raise
         log.info(
             "started %d camera(s)%s",
             len(self.workers),
             f" (shard {self.shard}, of {len(self.cfg.cameras)} configured)" if self.shard else "",
         )
         self.health.set_ready()
+
+    def _start_capture(
+        self, cameras: dict[str, str], on_serving: Callable[[], object] | None
+    ) -> None:
+        self.pipeline.start_capture(cameras)
+        if on_serving is not None:
+            on_serving()
 
     def _device_lost(self, exc: BaseException) -> None:
         """The inference device is unusable: unhealthy at once (watchdog pings end), stop,
@@ -263,13 +287,18 @@ def run(
     daemon = Daemon(cfg, shard=shard, http_port=http_port, config_path=config_path, gpu=gpu)
     notifier = Notifier.from_env()
     daemon.install_signal_handlers()
+
+    def serving() -> None:
+        # the cameras stream while the models load; a supervisor merges this process's
+        # /metrics and pages from now on (vidpipe.supervisor)
+        port = [f"X_VIDPIPE_HTTP_PORT={daemon.http_port}"] if daemon.http_port else []
+        notifier.status("starting: cameras streaming, models loading", *port)
+
     try:
-        daemon.start()
+        daemon.start(on_serving=serving)
     except BaseException as exc:
         # no READY=1: systemd fails the start; the reason shows in `systemctl status`
         notifier.status(f"start-up failed: {redact.redact_text(str(exc)) or type(exc).__name__}")
-        daemon.stop_event.set()
-        daemon.shutdown()
         raise
     log.info("vidpipe running (config %s)", config_path or "<memory>")
     reporter = Reporter(notifier, daemon.health, daemon.status_line, watchdog_interval_s())

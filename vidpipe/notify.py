@@ -4,7 +4,10 @@ The service manager passes ``$NOTIFY_SOCKET``: the path of an AF_UNIX datagram s
 abstract socket name starting with ``@``. Each message is one datagram of newline-separated
 ``KEY=value`` assignments (``sd_notify(3)``). What vidpipe sends, and when:
 
-* ``READY=1`` once the config is valid, the model compiled and the HTTP port bound;
+* ``STATUS=starting: ...`` with ``X_VIDPIPE_HTTP_PORT=`` once the HTTP port is bound and the
+  cameras stream, while the models still load (a supervisor merges the port's pages and
+  metrics from then on);
+* ``READY=1`` once the config is valid, the models compiled and inference started;
 * ``STATUS=`` a one-line summary ("7/8 cameras streaming, 96 fps");
 * ``WATCHDOG=1`` every ``$WATCHDOG_USEC / 2``, but only while ``Health.check()`` says the
   inference stage makes progress: a hung request pool stops the pings, and systemd restarts
@@ -96,9 +99,9 @@ class Notifier:
         """``READY=1`` (with a status line and ``extra`` assignments)."""
         return self.send("READY=1", *([_status(status)] if status else []), *extra)
 
-    def status(self, text: str) -> bool:
-        """``STATUS=`` one line."""
-        return self.send(_status(text))
+    def status(self, text: str, *extra: str) -> bool:
+        """``STATUS=`` one line (with ``extra`` assignments)."""
+        return self.send(_status(text), *extra)
 
     def reloading(self) -> bool:
         """``RELOADING=1`` with ``MONOTONIC_USEC`` (CLOCK_MONOTONIC, as systemd expects)."""

@@ -83,6 +83,20 @@ class InferencePlan:
                 d.loaded.backend.close()
 
 
+def capture_plan(cfg: Config, shard: Shard | None) -> dict[str, str]:
+    """What the cameras need before any model is open: their secrets registered (so that no
+    log line shows them), their decoders checked, and camera name -> detector
+    (``used_detectors``).
+
+    Raises:
+        ConfigError: a camera's capture decoder cannot start here.
+    """
+    register_secrets(cfg.secrets())  # a Config built in code was never through the loader
+    if missing := check_decoders(cfg):
+        raise ConfigError(missing)
+    return used_detectors(cfg, shard)
+
+
 def used_detectors(cfg: Config, shard: Shard | None) -> dict[str, str]:
     """Camera name -> the detector it runs, for the enabled cameras this process owns
     (paused ones too: a resume needs no new model)."""
@@ -109,10 +123,7 @@ def plan_inference(
         ConfigError: a class name or id is not the camera's detector's (lists every one),
             or a camera's capture decoder cannot start here (its library or device is missing).
     """
-    register_secrets(cfg.secrets())  # a Config built in code was never through the loader
-    if missing := check_decoders(cfg):
-        raise ConfigError(missing)
-    camera_detector = used_detectors(cfg, shard)
+    camera_detector = capture_plan(cfg, shard)
     names = list(dict.fromkeys(camera_detector.values()))
     every = cfg.detectors()
     if every_model:

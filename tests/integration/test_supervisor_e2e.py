@@ -117,13 +117,20 @@ def streaming(box: Box, names: list[str]) -> bool:
     return all(sample(text, "vidpipe_camera_up", camera=n) == 1.0 for n in names)
 
 
+def processes_up(box: Box) -> float:
+    text = box.metrics()
+    return sum(sample(text, "vidpipe_process_up", shard=str(i)) or 0.0 for i in (0, 1))
+
+
 def test_one_service_two_processes(assets_dir: Path, tmp_path: Path) -> None:
     cameras = pick_cameras()  # two per shard of 2, by the real hash
     shard0 = [c for c, s in cameras.items() if s == 0]
     shard1 = [c for c, s in cameras.items() if s == 1]
     box = Box(tmp_path, assets_dir, list(cameras), {})
     try:
+        # the cameras stream while the models load: readiness comes after
         wait_for(lambda: streaming(box, list(cameras)), 180, "every camera streaming")
+        wait_for(lambda: processes_up(box) == 2, 120, "both processes ready")
         _one_port_every_camera_once(box, cameras)
         _sigkill_restarts_one_child_only(box, shard0, shard1)
         _sighup_starts_a_new_camera_in_its_shard(box, assets_dir)

@@ -98,10 +98,15 @@ def test_notify_sequence_ready_watchdog_reload_stopping(
     port = free_port()
     ready_probe: list[int] = []
 
+    serving_probe: list[int] = []
+
     def on_message(msg: str) -> None:
         # READY=1 promises the HTTP port is bound: probe it the moment READY arrives
         if "READY=1" in msg.split("\n") and not ready_probe:
             ready_probe.append(http_status(port, "/readyz"))
+        # the message before it, while the model loads: the port answers already
+        if f"X_VIDPIPE_HTTP_PORT={port}" in msg.split("\n") and not serving_probe:
+            serving_probe.append(http_status(port, "/metrics"))
 
     listener = NotifyListener(tmp_path / "notify.sock", on_message)
     monkeypatch.setenv("NOTIFY_SOCKET", listener.path)
@@ -140,9 +145,12 @@ def test_notify_sequence_ready_watchdog_reload_stopping(
         listener.close()
     assert code == 0, log[-3000:]
     assert ready_probe == [200], "READY=1 came before /readyz answered 200"
+    assert serving_probe == [200], "the port was announced before /metrics answered"
     msgs = listener.messages
     first_ready = listener.index("READY=1")
-    assert first_ready == 0, f"something was sent before READY=1: {msgs[:3]}"
+    # before READY=1 only the start's status: the cameras stream, the model loads
+    assert first_ready == 1, f"not one message before READY=1: {msgs[:3]}"
+    assert "STATUS=starting: cameras streaming, models loading" in msgs[0].split("\n"), msgs[0]
     first_ping = listener.index("WATCHDOG=1")
     reloading = listener.index("RELOADING=1")
     assert first_ping is not None and reloading is not None

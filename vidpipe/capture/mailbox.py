@@ -28,6 +28,11 @@ class FrameSink(Protocol):
         """The model's input size (width, height), for conversion at that size; None: unknown."""
         ...
 
+    @property
+    def starting(self) -> bool:
+        """No inference takes frames yet (the models load): a live camera drops them unmade."""
+        ...
+
     def unread_seq(self) -> int | None:
         """The ``seq`` of the frame waiting untaken (None: none), read without a lock."""
         ...

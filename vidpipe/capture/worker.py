@@ -484,6 +484,9 @@ class CaptureWorker:
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
+        if self._mailbox.starting and self._mailbox.policy == "newest":
+            self._metrics.drop("starting")  # the camera streams while its model loads
+            return True
         # Live, and the due frame before this one still waits: drop this one unmade rather
         # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
         # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a

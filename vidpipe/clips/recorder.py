@@ -182,6 +182,12 @@ class ClipRecorder:
         self._start()
         return ring
 
+    def set_classes(self, classes: dict[str, frozenset[int]]) -> None:
+        """The detection classes that trigger each camera's clips, known once its detector
+        is open (its cameras record from before that: ``add_camera`` took none)."""
+        for name, camera in self._cameras.items():
+            camera.class_ids = classes.get(name, frozenset())
+
     def detect_clock(self, name: str) -> DetectClock | None:
         """The packet tap for the detect input of ``name`` when its record input feeds the
         ring (``add_camera``): it times the detect pictures, for placing triggers."""

@@ -78,6 +78,11 @@ class Mailbox:
         self._asking = False  # block: its reader waits in ``wait_empty``
 
     @property
+    def starting(self) -> bool:
+        """No scheduler takes from the hub yet (``FrameHub.starting``)."""
+        return self._hub.starting
+
+    @property
     def fit(self) -> tuple[int, int] | None:
         """The input size (width, height) of the model the frames are for (``FrameHub.fit``)."""
         return self._hub.fit
@@ -167,9 +172,12 @@ class Mailbox:
 class FrameHub:
     """All cameras' mailboxes, taken from in round-robin order."""
 
-    def __init__(self) -> None:
+    def __init__(self, starting: bool = False) -> None:
         self.lock = threading.Lock()
         self.ready = threading.Condition(self.lock)  # the scheduler waits on it for frames
+        # True until a scheduler takes from the hub: the daemon starts its cameras while the
+        # models load, and a live camera's frames meanwhile are dropped unmade (``starting``)
+        self.starting = starting
         self._boxes: list[Mailbox] = []
         self._next = 0
         self._ahead_limit: int | None = None

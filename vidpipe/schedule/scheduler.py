@@ -213,6 +213,7 @@ class Scheduler:
             hub.fit = (spec.width, spec.height)
             hub.set_ahead_limit(self.decode_ahead)
             hub.set_turn_clock(self.turn_clock)
+            hub.starting = False
             self._scheduler_thread = self._spawn("scheduler", lambda: self._schedule_loop(hub))
 
     @staticmethod

@@ -3,11 +3,12 @@ watchdog, signals and an orderly stop.
 
 Each child is ``python -m vidpipe.supervisor.child`` on its shard, in a session of its own.
 It speaks systemd's notify protocol to a datagram socket the supervisor binds for it alone,
-so a message says which child it is from: ``READY=1`` with ``X_VIDPIPE_HTTP_PORT`` (its
-private server), ``STATUS=`` lines, and ``WATCHDOG=1`` pings when the service has a watchdog.
+so a message says which child it is from: ``X_VIDPIPE_HTTP_PORT`` (its private server, sent
+once its cameras stream, before its models are loaded), ``READY=1``, ``STATUS=`` lines, and
+``WATCHDOG=1`` pings when the service has a watchdog.
 
 Everything here runs on the supervisor's main thread (``poll``); the HTTP thread only reads
-``ports()``.
+``ports()`` and ``serving()``.
 """
 
 from __future__ import annotations
@@ -169,9 +170,10 @@ class Children:
                     child.status = fields["STATUS"]
                 if fields.get("WATCHDOG") == "1":
                     child.last_ping = now
+                port = fields.get("X_VIDPIPE_HTTP_PORT")  # sent while its models load
+                if port and port.isdigit():
+                    child.port = int(port)
                 if fields.get("READY") == "1" and child.ready_at is None:
-                    port = fields.get("X_VIDPIPE_HTTP_PORT")
-                    child.port = int(port) if port and port.isdigit() else None
                     child.ready_at = child.last_ping = now
                     log.info("%s: ready after %.1f s", child.name, now - child.started_at)
 
@@ -230,6 +232,12 @@ class Children:
         """``shard index -> HTTP port`` of the children that are ready now."""
         with self._lock:
             return {c.index: c.port for c in self.slots if c.port is not None and c.ready_at}
+
+    def serving(self) -> dict[int, int]:
+        """``shard index -> HTTP port`` of the children that answer HTTP: ready ones, and
+        those whose cameras stream while their models load."""
+        with self._lock:
+            return {c.index: c.port for c in self.slots if c.port is not None}
 
     def all_ready(self) -> bool:
         with self._lock:

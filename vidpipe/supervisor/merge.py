@@ -79,7 +79,7 @@ class MergedMetrics(Collector):
         yield from merge_families(self._scrape_all())
 
     def _scrape_all(self) -> list[tuple[int, str]]:
-        ports = sorted(self.children.ports().items())
+        ports = sorted(self.children.serving().items())  # cameras stream before READY
         if not ports:
             return []
         # in parallel: one slow child must not add its delay to every other's

@@ -73,7 +73,7 @@ class ProxyRoutes:
     # -- merged answers ------------------------------------------------------------------------
 
     async def _gather(self, request: web.Request) -> dict[int, Any]:
-        ports = sorted(self.children.ports().items())
+        ports = sorted(self.children.serving().items())  # cameras stream before READY
         answers = await asyncio.gather(
             *(self._json(request, port) for _, port in ports), return_exceptions=True
         )
@@ -111,7 +111,7 @@ class ProxyRoutes:
 
     async def camera(self, request: web.Request) -> web.StreamResponse:
         index = self.owner(request.match_info["name"])
-        port = self.children.ports().get(index) if index is not None else None
+        port = self.children.serving().get(index) if index is not None else None
         if port is None:
             raise web.HTTPNotFound(text="unknown camera, or its process is restarting")
         return await self._pass(request, port)

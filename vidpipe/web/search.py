@@ -49,6 +49,8 @@ class SearchRoutes:
     model: the embedder's name in ``models:``: a POST compares only that model's vectors
         (None: every stored vector of the embedding's dimension).
     max_body_bytes: the largest JPEG a POST may send.
+    pending: the embedder is not known yet (the daemon's models still load; ``set_embedder``
+        says it): ``POST`` answers 503 meanwhile.
     """
 
     def __init__(
@@ -58,12 +60,18 @@ class SearchRoutes:
         *,
         model: str | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        pending: bool = False,
     ) -> None:
         self.path = path
         self.embed = embed
         self.model = model
+        self.pending = pending
         self.max_body_bytes = max_body_bytes
         self.index = VectorIndex()
+
+    def set_embedder(self, embed: Embed | None, model: str | None) -> None:
+        """The embedder of search by picture, once the models are open (None: there is none)."""
+        self.embed, self.model, self.pending = embed, model, False
 
     def install(self, app: web.Application) -> None:
         """Add the routes to ``app`` (a ``RouteInstaller``)."""
@@ -83,6 +91,8 @@ class SearchRoutes:
             query = parse_search(request.query, by_track=False)
         except QueryError as exc:
             return _error(400, str(exc))
+        if self.pending:
+            return _error(503, "the models are still loading: try again in a few seconds")
         if self.embed is None:
             return _error(409, "no re-identification model is configured: search by image is off")
         if request.content_type != "image/jpeg":
