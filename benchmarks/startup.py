@@ -32,8 +32,6 @@ from typing import Any
 
 import yaml
 
-STREAMING = 'vidpipe_camera_state{camera="%s",state="streaming"}'
-
 
 def parse_samples(text: str) -> dict[str, float]:
     """``{'name{label="v",...}': value}``, labels in name order, from an exposition."""
@@ -120,7 +118,12 @@ def _mark(
     if samples is None:
         return
     marks.setdefault("http_s", t)
-    streaming = sum(samples.get(STREAMING % n, 0.0) == 1.0 for n in names)
+    # a supervisor's merged /metrics adds a shard label: match the camera and state only
+    streaming = sum(
+        v == 1.0
+        for k, v in samples.items()
+        if k.startswith("vidpipe_camera_state{") and 'state="streaming"' in k
+    )
     if streaming:
         marks.setdefault("first_streaming_s", t)
     if streaming == len(names):
