@@ -85,12 +85,14 @@ class Daemon:
 
     def start(self, on_serving: Callable[[], object] | None = None) -> None:
         """Open the models, start the HTTP server and the cameras, then the sinks and
-        inference; on a GPU the server and the cameras start first. ``on_serving`` is called
+        inference; with ``inference.stream_while_loading`` the server and the cameras start
+        first. ``on_serving`` is called
         once the HTTP port answers and the cameras stream. A start that fails stops what it
         started."""
-        # a GPU model takes seconds to load and warm up: its cameras stream meanwhile; a CPU
-        # model compiles in about one, and a bad one is refused before anything starts
-        early = isinstance(self.cfg.inference, GpuConfig)
+        # a GPU model takes seconds to load and warm up: its cameras may stream meanwhile
+        # (their decoding slows the load); else a bad model is refused before anything starts
+        inference = self.cfg.inference
+        early = isinstance(inference, GpuConfig) and inference.stream_while_loading
         try:
             with self.reload_lock:  # a control API change waits for the models
                 cameras = capture_plan(self.cfg, self.shard)

@@ -64,8 +64,9 @@ def running_inference(cfg: Config, shard: Shard | None) -> InferenceConfig:
     # how many processes run the cameras is the supervisor's, read at its start: changing it
     # must not rebuild every process's inference pool at a reload
     fields = type(inference).model_fields
+    start_only = ("processes", "start_timeout_s", "stream_while_loading")
     inference = inference.model_copy(
-        update={k: fields[k].default for k in ("processes", "start_timeout_s")}
+        update={k: fields[k].default for k in start_only if k in fields}
     )
     if isinstance(inference, OpenVINOConfig):
         return inference.for_cameras(len(active_cameras(cfg, shard)))

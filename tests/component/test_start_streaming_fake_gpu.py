@@ -1,7 +1,8 @@
-"""On a GPU the cameras stream while the models load (only the GPU is faked).
+"""With ``inference.stream_while_loading`` the cameras stream while the GPU model loads (only
+the GPU is faked).
 
 A GPU model takes seconds to load and warm up (the module onto the device, cuDNN's tuning,
-the first CUDA graph). So a GPU config opens the HTTP server and the cameras first: ``/metrics``
+the first CUDA graph). So such a config opens the HTTP server and the cameras first: ``/metrics``
 and the page answer, ``/readyz`` says not ready, and a live camera's frames are counted as
 dropped ``starting`` (never inferred, never lost uncounted) until its model is open. A model
 that then fails to open stops what started: no port, no camera, no sink output left.
@@ -36,11 +37,11 @@ CAMERA = "walkway"
 LABELS = Labels(tuple(f"class{i}" for i in range(256)))  # the echo's class: a pixel value
 
 
-def _config(assets_dir: Path, url: str, port: int, out: Path) -> Config:
+def _config(assets_dir: Path, url: str, port: int, out: Path, early: bool = True) -> Config:
     return Config.model_validate(
         {
             "model": {"path": str(assets_dir / "models" / "yolox_nano.onnx")},
-            "inference": {"type": "torch"},
+            "inference": {"type": "torch", "stream_while_loading": early},
             "http": {"port": port},
             "shutdown_timeout_s": 5,
             "sinks": [{"type": "jsonl", "path": str(out)}],
@@ -127,3 +128,25 @@ def test_a_model_that_fails_to_open_stops_the_started_cameras_fake_gpu(
     assert http_status(port, "/metrics") == -1  # the server is closed
     assert not [t for t in threading.enumerate() if t.name.startswith(f"capture-{CAMERA}")]
     assert not out.parent.exists()  # no sink started
+
+
+def test_by_default_the_model_opens_before_the_port_and_the_cameras_fake_gpu(
+    assets_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    seen: dict[str, Any] = {}
+
+    def fail_at_once(model: Any, inference: Any) -> LoadedModel:
+        seen["metrics"] = scrape_soon(port)  # "": nothing answers the port yet
+        seen["threads"] = [t.name for t in threading.enumerate() if "capture-" in t.name]
+        raise BackendError("cannot read model: a test's bad model")
+
+    monkeypatch.setattr(plan, "open_model", fail_at_once)
+    out = tmp_path / "out" / "results.jsonl"
+    with RtspServer(assets_dir / "videos", loop=True) as server:
+        url = server.url("one-by-one-person-detection")
+        daemon = Daemon(_config(assets_dir, url, port, out, early=False))
+        with pytest.raises(BackendError, match="model: cannot read model"):
+            daemon.start()
+    assert seen == {"metrics": "", "threads": []}
+    assert not out.parent.exists()

@@ -295,6 +295,13 @@ class GpuConfig(InferenceConfigBase):
         default_factory=GpuAdvanced,
         description="tuning knobs: streams, batching, TensorRT build, CUDA graphs",
     )
+    stream_while_loading: bool = Field(
+        False,
+        description="start the HTTP server and the cameras before the model loads: the page "
+        "and /metrics answer and the cameras stream within seconds, their frames counted as "
+        "dropped 'starting' until inference runs; the decoding slows the model's load, so "
+        "the first detection comes later (docs/gpu.md). Applies at the next start",
+    )
 
     @field_validator("devices")
     @classmethod
