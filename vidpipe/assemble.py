@@ -132,8 +132,8 @@ class Pipeline:
 
     def start_capture(self, camera_detector: dict[str, str]) -> None:
         """Start the HTTP server and the cameras (``camera_detector``: each owned camera's
-        detector). The page, ``/metrics`` and the clip rings need no model: on a GPU the
-        cameras stream while the models load and warm up (``Daemon.start``)."""
+        detector). The page, ``/metrics`` and the clip rings need no model: with
+        ``inference.stream_while_loading`` this runs before the models load (``Daemon.start``)."""
         cfg = self.cfg
         self._extra = self._live_view() if cfg.http.enabled and cfg.http.live.enabled else []
         self._extra += self._event_store() if cfg.events_enabled() else []

@@ -29,7 +29,7 @@ DROP_REASONS = (
     "too_old",  # older than scheduler.max_frame_age_ms when a slot was free
     "inference_error",  # the request failed
     "shutdown",  # still queued when the shutdown timeout ran out
-    "starting",  # live camera: decoded while its detector's model was still loading
+    "starting",  # live camera: decoded before its detector's inference started
 )
 
 __all__ = ["OVERLOAD_SHARE", "OVERLOAD_WINDOW_S", "SHED_REASONS", "LoadWindow", "Metrics"]

@@ -175,8 +175,9 @@ class FrameHub:
     def __init__(self, starting: bool = False) -> None:
         self.lock = threading.Lock()
         self.ready = threading.Condition(self.lock)  # the scheduler waits on it for frames
-        # True until a scheduler takes from the hub: the daemon starts its cameras while the
-        # models load, and a live camera's frames meanwhile are dropped unmade (``starting``)
+        # True until a scheduler takes from the hub: the daemon starts its cameras before its
+        # schedulers (before the models load, with inference.stream_while_loading), and a
+        # live camera's frames meanwhile are dropped unmade (``starting``)
         self.starting = starting
         self._boxes: list[Mailbox] = []
         self._next = 0
