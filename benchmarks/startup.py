@@ -52,6 +52,7 @@ def config(args: argparse.Namespace, port: int) -> dict[str, Any]:
             "type": "torch",
             "precision": args.precision,
             "advanced": {"streams": args.streams, "max_batch": args.max_batch},
+            "stream_while_loading": args.stream_while_loading,
         }
     camera: dict[str, Any] = {"url": str(args.clip), "loop": True, "realtime": True}
     if args.decoder == "nvdec":
@@ -143,6 +144,11 @@ def main() -> None:
     p.add_argument("--precision", default="f16")
     p.add_argument("--streams", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument(
+        "--stream-while-loading",
+        action="store_true",
+        help="torch: inference.stream_while_loading (cameras stream while the model loads)",
+    )
     p.add_argument("--seconds", type=float, default=120.0, help="give up after this long")
     p.add_argument("--log-dir", type=Path, help="keep each run's daemon log here")
     args = p.parse_args()
