@@ -54,3 +54,19 @@ class TapFeed:
         if not self._failed:
             self._failed = True
             log.exception("camera %s: packet tap failed (logged once per stream)", self._camera)
+
+
+class TapSwitch:
+    """A worker's packet tap, which may be set or cleared at any time: each source the worker
+    opens gets a feed to it; ``errors`` counts the tap's failures."""
+
+    def __init__(self, camera: str) -> None:
+        self.camera = camera
+        self.tap: PacketTap | None = None
+        self.errors = 0
+
+    def feed(self, source: Source) -> TapFeed | None:
+        return None if self.tap is None else TapFeed(self.camera, self.tap, source, self._failed)
+
+    def _failed(self) -> None:
+        self.errors += 1

@@ -37,8 +37,8 @@ from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import Outcome, Session, check_transition, join_threads
 from vidpipe.capture.skipping import skip_unwanted_frames
-from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, Source, SourceError, as_picture
-from vidpipe.capture.tap import TapFeed
+from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, SourceError, as_picture
+from vidpipe.capture.tap import TapSwitch
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import CameraMetrics
 from vidpipe.redact import redact_text
@@ -118,8 +118,7 @@ class CaptureWorker:
         self._last_frame_s: float | None = None
         self._frame_times: deque[float] = deque(maxlen=256)
         self._failure: BaseException | None = None
-        self._packet_tap: PacketTap | None = None
-        self._tap_errors = 0
+        self._tap = TapSwitch(camera.name)
 
     # -- public API --------------------------------------------------------------------------
 
@@ -168,16 +167,10 @@ class CaptureWorker:
         The tap sees ``on_stream`` before its first packet, and again at every reconnect or
         file pass. Without a tap no packet is copied.
         """
-        self._packet_tap = tap
+        self._tap.tap = tap
         session = self._session
         if session is not None and session.source is not None:
-            session.source.packet_listener = self._tap_feed(tap, session.source)
-
-    def _tap_feed(self, tap: PacketTap | None, source: Source) -> TapFeed | None:
-        return None if tap is None else TapFeed(self.name, tap, source, self._tap_failed)
-
-    def _tap_failed(self) -> None:
-        self._tap_errors += 1
+            session.source.packet_listener = self._tap.feed(session.source)
 
     def stats(self) -> dict[str, Any]:
         """A snapshot for status pages and logs (credentials redacted)."""
@@ -198,7 +191,7 @@ class CaptureWorker:
             "backoff_attempt": self._backoff.attempt,
             "backoff_ceiling_s": None if step is None else step.ceiling_s,
             "threads": sum(t.is_alive() for t in list(self._threads)),
-            "tap_errors": self._tap_errors,
+            "tap_errors": self._tap.errors,
         }
 
     # -- supervisor --------------------------------------------------------------------------
@@ -358,7 +351,7 @@ class CaptureWorker:
             return False
         if session.cancel.is_set():
             return False  # abandoned while opening
-        source.packet_listener = self._tap_feed(self._packet_tap, source)
+        source.packet_listener = self._tap.feed(source)
         if self.camera.detect_fps and self._defaults.skip_unused_frames:
             skip_unwanted_frames(source, self._decimator, info.fps)
         session.info = info
@@ -469,7 +462,25 @@ class CaptureWorker:
         let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
-        skipped, held = session.take_skipped()  # frames left undecoded before this one
+        seq, t_sched = self._count(session, now, fresh)
+        if self._shed(session, seq, now, t_sched, starting):
+            return True
+        # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
+        still_frames: int | None = 0
+        if self._motion is not None and not self._on_device(picture):
+            still_frames = self._motion.admit(picture, t_sched)
+        if still_frames is None:
+            return True  # the motion gate counted it as no_motion
+        fit = self._mailbox.fit if self._defaults.convert_at_model_size else None
+        image = picture.image_for(fit)
+        with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
+            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
+            return self._mailbox.put(frame, session.cancel)
+
+    def _count(self, session: Session, now: float, fresh: bool) -> tuple[int, float]:
+        """Number the frame (after those left undecoded before it) and count it: its ``seq``
+        and its time on the stream's clock (media time when the rate is known)."""
+        skipped, held = session.take_skipped()
         with self._seq_lock:
             seq = self._seq + skipped + held
             self._seq = seq + 1
@@ -486,14 +497,20 @@ class CaptureWorker:
         if skipped or held:  # most frames: no list built, no extra counter call
             self._count_undecoded(now, skipped, held)
         fps = session.info.fps if session.info else None
-        t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
+        t_sched = (seq - session.seq0) / fps if fps else now
         # live: the reader should keep pace (a frame after held ones came early: not a pace)
         if fps and self._mailbox.policy == "newest" and not held:
             self._metrics.lag.set(session.lag_s(now, t_sched))
+        return seq, t_sched
+
+    def _shed(self, session: Session, seq: int, now: float, t_sched: float, starting: bool) -> bool:
+        """Drop the frame unmade (counted) if it is not due, its model still loads, or the
+        camera's last due frame still waits; True if dropped."""
         if not self._decimator.due(t_sched):
             self._metrics.drop("decimated")
             return True
-        if (starting or self._mailbox.starting) and self._mailbox.policy == "newest":
+        live = self._mailbox.policy == "newest"
+        if live and (starting or self._mailbox.starting):
             self._metrics.drop("starting")  # the camera streams while its model loads
             # waited a second for its model (stream_while_loading): decode keyframes only
             session.hold_when_due(now, lambda: self._still_starting(session))
@@ -503,20 +520,10 @@ class CaptureWorker:
         # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
         previous, self._last_due = self._last_due, seq
-        if self._mailbox.policy == "newest" and self._mailbox.unread_seq() == previous:
+        if live and self._mailbox.unread_seq() == previous:
             self._metrics.drop("mailbox_full")
             return True
-        # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
-        still_frames: int | None = 0
-        if self._motion is not None and not self._on_device(picture):
-            still_frames = self._motion.admit(picture, t_sched)
-        if still_frames is None:
-            return True  # the motion gate counted it as no_motion
-        fit = self._mailbox.fit if self._defaults.convert_at_model_size else None
-        image = picture.image_for(fit)
-        with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
-            frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
-            return self._mailbox.put(frame, session.cancel)
+        return False
 
     def _count_undecoded(self, now: float, skipped: int, held: int) -> None:
         self._frame_times.extend([now] * (skipped + held))
