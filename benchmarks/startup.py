@@ -13,7 +13,8 @@ reports, from the moment the process was started:
     python -m benchmarks.startup --inference torch --decoder nvdec --cameras 32 \\
         --clip car-1080p25.mp4 --model yolox_nano.onnx --labels coco80.txt
 
-It works on the CPU as well (``--inference openvino --decoder pyav``).
+``--stream-while-loading`` sets ``inference.stream_while_loading`` (torch): the cameras start
+before the model loads. It works on the CPU as well (``--inference openvino --decoder pyav``).
 """
 
 from __future__ import annotations
