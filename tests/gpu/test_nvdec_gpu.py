@@ -100,38 +100,6 @@ def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> No
     print(f"decoder destroyed in {1000 * (time.perf_counter() - t0):.1f} ms")
 
 
-def test_a_keyframe_hold_decodes_keyframes_then_every_frame_as_a_full_decode_gpu(
-    clip: Path,
-) -> None:
-    """While a camera's model loads only keyframes are decoded (PyNvVideoCodec's
-    ``PacketData.key``); from the first keyframe after the hold, every frame is the one a full
-    decode gives, pixel for pixel, and the frames not handed out are all counted."""
-    full = NvdecReader(str(clip), 0)
-    full.open()
-    ref = []
-    while len(ref) < 200 and (surface := full.read()) is not None:
-        ref.append(surface.clone())
-    full.close()
-
-    def index_of(frame: object) -> int | None:
-        return next((k for k, g in enumerate(ref) if torch.equal(g, frame)), None)
-
-    state = {"holding": True}
-    reader = NvdecReader(str(clip), 0)
-    reader.open()
-    reader.hold_keyframes(lambda: state["holding"])
-    held = [index_of(reader.read()) for _ in range(2)]
-    state["holding"] = False
-    after = [index_of(reader.read()) for _ in range(40)]
-    reader.close()
-    print("held keyframes", held, "resumed at", after[0], "frames not handed out", reader.held)
-    assert None not in held and None not in after, "a frame no full decode gives (broken?)"
-    assert held[0] == 0 and held[1] > 1, "only keyframes while held"
-    assert after == list(range(after[0], after[0] + 40)) and after[0] > held[1]
-    assert 2 + 40 + reader.held == after[-1] + 1, "every frame handed out or counted"
-    assert reader.decode_errors == 0
-
-
 def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
     """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
     (they release the GIL) and waits for the copy: it equals the surface on return."""

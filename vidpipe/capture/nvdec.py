@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidpipe.capture.native_stderr import install as install_native_stderr
-from vidpipe.capture.skipping import KeyframeHold
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.redact import redact_text
 
@@ -128,11 +127,6 @@ class NvdecReader:
         self._ended = False
         self.frames = 0
         self.decode_errors = 0
-        self.held = 0  # frames left undecoded by a keyframe hold, in all
-        self._hold: KeyframeHold | None = None
-        # per packet in the decoder, whether a keyframe hold fed it (the decoder gives frames
-        # out in the order fed, a few packets late)
-        self._fed: collections.deque[bool] = collections.deque(maxlen=64)
         self._consecutive = 0
 
     @property
@@ -155,8 +149,6 @@ class NvdecReader:
                 f"{redact_text(str(exc))}"
             ) from None
         self._demuxer, self._decoder, self._codec_id = demuxer, decoder, codec_id
-        self._hold = None  # a new connection decodes everything unless held again
-        self._fed.clear()
         self._packets = iter(demuxer)
         self._ended = False
         self._consecutive = 0
@@ -206,48 +198,16 @@ class NvdecReader:
         """
         if self._decoder is None or self._packets is None:
             raise NvdecError("read before open (or after close)")
-        while True:
-            while not self._ready:
-                if self._ended:
-                    return None
-                self._feed()
-            frame = self._ready.popleft()
-            if not (self._fed.popleft() if self._fed else False):
-                break  # not a frame of a keyframe the hold fed
-            if self._hold is not None and self._hold.holding():
-                break  # still held: the page shows it, the worker drops it as ``starting``
-            self.held += 1  # out after the hold ended: seconds old, never inferred
+        while not self._ready:
+            if self._ended:
+                return None
+            packet = next(self._packets, _END)
+            if packet is _END:
+                self._ended = True  # the demuxer's last packet already flushed the decoder
+                continue
+            self._decode(packet)
         self.frames += 1
-        return self._to_tensor(frame)
-
-    def _feed(self) -> None:
-        """Demux one packet and decode it, unless a keyframe hold leaves it undecoded."""
-        assert self._packets is not None
-        packet = next(self._packets, _END)
-        if packet is _END:
-            self._ended = True  # the demuxer's last packet already flushed the decoder
-            return
-        hold = self._hold
-        if hold is not None and getattr(packet, "bsl", 1) != 0:  # an empty packet flushes: feed it
-            if hold.skips(bool(getattr(packet, "key", 1))):
-                self.held += 1
-                return
-            if hold.done:
-                self._hold = None  # a keyframe after the hold: every packet from here
-                hold = None
-        errors = self.decode_errors
-        self._fed.append(hold is not None)  # its frame comes out in this order, maybe later
-        self._decode(packet)
-        if self.decode_errors != errors:
-            self._fed.pop()  # rejected: no frame will come of it
-
-    def hold_keyframes(self, holding: Callable[[], bool]) -> None:
-        """Decode only keyframes while ``holding()`` is true, then everything from the next
-        keyframe on (``vidpipe/capture/skipping.py``: ``KeyframeHold``). Until the next open.
-        ``held`` counts the frames not handed out: those never decoded, and those of the held
-        keyframes that the decoder gives out only after the hold ended (so the next frame's
-        number is exact)."""
-        self._hold = KeyframeHold(holding)
+        return self._to_tensor(self._ready.popleft())
 
     def _decode(self, packet: Any) -> None:
         try:

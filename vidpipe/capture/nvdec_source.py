@@ -289,18 +289,6 @@ class NvdecSource:
         """Packets the decoder rejected over this source's life (skipped, not fatal)."""
         return 0 if self._reader is None else self._reader.decode_errors
 
-    @property
-    def held(self) -> int:
-        """Frames left undecoded by a keyframe hold (``hold_keyframes``), in all."""
-        return getattr(self._reader, "held", 0)
-
-    def hold_keyframes(self, holding: Callable[[], bool]) -> None:
-        """Decode only keyframes while ``holding()`` is true (``KeyframeHold``). A reader that
-        decodes ahead on its own thread (``nvdec_prefetch``) cannot hold: it decodes all."""
-        hold = getattr(self._reader, "hold_keyframes", None)
-        if hold is not None:
-            hold(holding)
-
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
 

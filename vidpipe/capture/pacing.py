@@ -43,11 +43,6 @@ class Pacer:
         self._due_s = None
         return 0.0
 
-    def advance(self, frames: int) -> None:
-        """``frames`` frames of the file went by undecoded (skipped): the next one read is
-        due that much later, so the file still plays at its own rate."""
-        self._k += frames
-
     def delay_s(self, now_s: float, fps: float | None) -> float:
         """How long to wait before reading the next frame (0 when it is already due)."""
         if not fps or fps <= 0:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from vidpipe.capture.skipping import hold_keyframes
 from vidpipe.capture.source import Source, SourceInfo
 from vidpipe.types import CameraState
 
@@ -30,7 +28,6 @@ ALLOWED_TRANSITIONS: Mapping[CameraState, frozenset[CameraState]] = MappingProxy
     }
 )
 """Every state change a worker may make; anything else is a bug."""
-HOLD_AFTER_S = 1.0  # a live camera waiting this long for its model decodes keyframes only
 
 
 class IllegalTransitionError(RuntimeError):
@@ -72,10 +69,8 @@ class Session:
         self.waiting = False  # for the consumer or a turn to open: not a stall (not_idle)
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
-        self.held = 0  # of them, those a keyframe hold left (the model loads)
-        self._skipping_source: Source | None = None  # the source the counts are for
+        self._skipping_source: Source | None = None  # the source ``skipped`` counts for
         self._lag_base: float | None = None  # least wall minus stream time (``lag_s``)
-        self.hold_at_s: float | None = None  # when a keyframe hold starts (model loading)
         self.last_progress_s = now_s
 
     def finish(self, reason: str, detail: str) -> None:
@@ -108,28 +103,14 @@ class Session:
             self._lag_base = offset
         return offset - self._lag_base
 
-    def hold_when_due(self, now_s: float, holding: Callable[[], bool]) -> None:
-        """A live camera's frame dropped while its model loads: once it has waited
-        ``HOLD_AFTER_S``, its source decodes only keyframes while ``holding()`` (NVDEC:
-        ``KeyframeHold``). ``stream_while_loading`` waits many seconds; by default the cameras
-        start just before inference and wait well under a second, and keep every frame."""
-        if self.hold_at_s is None:
-            self.hold_at_s = now_s + HOLD_AFTER_S
-        elif now_s >= self.hold_at_s:
-            self.hold_at_s = math.inf  # once a session
-            hold_keyframes(self.source, holding)
-
-    def take_skipped(self) -> tuple[int, int]:
-        """Frames the source left undecoded since the last call (``capture/skipping.py``):
-        those ``detect_fps`` would drop, and those a keyframe hold left while the camera's
-        model loads. A looping file may open a new source within the session: its counts
-        start at 0."""
+    def take_skipped(self) -> int:
+        """Frames the source left undecoded since the last call (``capture/skipping.py``).
+        A looping file may open a new source within the session: its count starts at 0."""
         source = self.source
         if source is not self._skipping_source:
-            self._skipping_source, self.skipped, self.held = source, 0, 0
-        skipped, held = getattr(source, "skipped", 0), getattr(source, "held", 0)
-        new = (skipped - self.skipped, held - self.held)
-        self.skipped, self.held = skipped, held
+            self._skipping_source, self.skipped = source, 0
+        total = getattr(source, "skipped", 0)
+        new, self.skipped = total - self.skipped, total
         return new
 
 

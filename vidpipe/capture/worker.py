@@ -361,12 +361,6 @@ class CaptureWorker:
         session.wake.set()  # the stall deadline moved: stall_timeout_s from now
         return True
 
-    def _still_starting(self, session: Session) -> bool:
-        """A keyframe hold's question, once a packet: is the model still loading? A packet
-        left undecoded is a sign of life (a group of pictures may outlast ``stall_timeout_s``)."""
-        session.last_progress_s = self._clock()
-        return self._mailbox.starting
-
     def _read_frames(self, session: Session) -> None:
         self._decimator.reset()
         self._last_due = -1  # a frame of the last session never holds back the first
@@ -391,9 +385,6 @@ class CaptureWorker:
         if delay_s > 0:
             return delay_s
         t_read = self._clock()
-        # a frame whose read began while the model loaded is dropped as such, even if the
-        # model opened during the read (a held keyframe's frame may be seconds old)
-        starting = self._mailbox.starting
         assert session.source is not None  # _open succeeded
         try:
             decoded = session.source.read()
@@ -415,7 +406,7 @@ class CaptureWorker:
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         fresh = self._clock() - t_read < 0.9 * self._defaults.read_timeout_ms / 1000.0
         try:
-            return 0.0 if self._emit(session, as_picture(decoded), fresh, starting) else None
+            return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
         except SourceError as exc:  # a deferred conversion failed (nvdec's copy out)
             session.finish(exc.reason, exc.detail)
             return None
@@ -453,7 +444,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: Session, picture: Picture, fresh: bool, starting: bool) -> bool:
+    def _emit(self, session: Session, picture: Picture, fresh: bool) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
@@ -462,8 +453,40 @@ class CaptureWorker:
         let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
-        seq, t_sched = self._count(session, now, fresh)
-        if self._shed(session, seq, now, t_sched, starting):
+        skipped = session.take_skipped()  # frames left undecoded before this one
+        with self._seq_lock:
+            seq = self._seq + skipped
+            self._seq = seq + 1
+        if session.seq0 is None:
+            session.seq0 = seq
+        session.frames += 1
+        if session.frames == 1:
+            self._streaming(session)
+        if fresh:
+            session.last_progress_s = now
+            self._last_frame_s = now
+        self._frame_times.append(now)
+        self._metrics.captured.inc(skipped + 1)
+        if skipped:  # most frames: no list built, no extra counter call
+            self._frame_times.extend([now] * skipped)
+            self._metrics.drop("decimated", skipped)
+        fps = session.info.fps if session.info else None
+        t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
+        if fps and self._mailbox.policy == "newest":  # live: the reader should keep pace
+            self._metrics.lag.set(session.lag_s(now, t_sched))
+        if not self._decimator.due(t_sched):
+            self._metrics.drop("decimated")
+            return True
+        if self._mailbox.starting and self._mailbox.policy == "newest":
+            self._metrics.drop("starting")  # the camera streams while its model loads
+            return True
+        # Live, and the due frame before this one still waits: drop this one unmade rather
+        # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
+        # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
+        # row only: the frame inferred is at most one due frame older (a burst ends fresh).
+        previous, self._last_due = self._last_due, seq
+        if self._mailbox.policy == "newest" and self._mailbox.unread_seq() == previous:
+            self._metrics.drop("mailbox_full")
             return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0
@@ -476,63 +499,6 @@ class CaptureWorker:
         with session.not_idle(self._clock):  # waiting for the consumer (block) is no stall
             frame = Frame(self.name, seq, now, image, session.epoch, still_frames)
             return self._mailbox.put(frame, session.cancel)
-
-    def _count(self, session: Session, now: float, fresh: bool) -> tuple[int, float]:
-        """Number the frame (after those left undecoded before it) and count it: its ``seq``
-        and its time on the stream's clock (media time when the rate is known)."""
-        skipped, held = session.take_skipped()
-        with self._seq_lock:
-            seq = self._seq + skipped + held
-            self._seq = seq + 1
-        if session.seq0 is None:
-            session.seq0 = seq
-        session.frames += 1
-        if session.frames == 1:
-            self._streaming(session)
-        if fresh:
-            session.last_progress_s = now
-            self._last_frame_s = now
-        self._frame_times.append(now)
-        self._metrics.captured.inc(skipped + held + 1)
-        if skipped or held:  # most frames: no list built, no extra counter call
-            self._count_undecoded(now, skipped, held)
-        fps = session.info.fps if session.info else None
-        t_sched = (seq - session.seq0) / fps if fps else now
-        # live: the reader should keep pace (a frame after held ones came early: not a pace)
-        if fps and self._mailbox.policy == "newest" and not held:
-            self._metrics.lag.set(session.lag_s(now, t_sched))
-        return seq, t_sched
-
-    def _shed(self, session: Session, seq: int, now: float, t_sched: float, starting: bool) -> bool:
-        """Drop the frame unmade (counted) if it is not due, its model still loads, or the
-        camera's last due frame still waits; True if dropped."""
-        if not self._decimator.due(t_sched):
-            self._metrics.drop("decimated")
-            return True
-        live = self._mailbox.policy == "newest"
-        if live and (starting or self._mailbox.starting):
-            self._metrics.drop("starting")  # the camera streams while its model loads
-            # waited a second for its model (stream_while_loading): decode keyframes only
-            session.hold_when_due(now, lambda: self._still_starting(session))
-            return True
-        # Live, and the due frame before this one still waits: drop this one unmade rather
-        # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
-        # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
-        # row only: the frame inferred is at most one due frame older (a burst ends fresh).
-        previous, self._last_due = self._last_due, seq
-        if live and self._mailbox.unread_seq() == previous:
-            self._metrics.drop("mailbox_full")
-            return True
-        return False
-
-    def _count_undecoded(self, now: float, skipped: int, held: int) -> None:
-        self._frame_times.extend([now] * (skipped + held))
-        if skipped:
-            self._metrics.drop("decimated", skipped)
-        if held:
-            self._metrics.drop("starting", held)
-        if self._pacer is not None:  # a realtime file's undecoded frames were due too
-            self._pacer.advance(skipped + held)
 
     @staticmethod
     def _on_device(picture: Picture) -> bool:
