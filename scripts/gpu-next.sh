@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# The H200 runs still owed (README, "Next on the H200"), in one device call, run through
-# gpu-tests.sh's exec so that the wheelhouse is installed and the imports checked first:
+# GPU measurements still owed, run through gpu-tests.sh's exec so that the wheelhouse is
+# installed and the imports checked first; a device call runs at most 10 minutes, so pick
+# the steps that fit one call:
 #   scripts/gpu-clip.sh ASSETS car-1080p25.mp4        # here, once (the GPU machine has no ffmpeg)
+#   CODEC=hevc scripts/gpu-clip.sh ASSETS car-1080p25-hevc.mp4   # for the hevc step
 #   scripts/gpu-wheels.sh .whl --pack                 # here, once
 #   WHEELS=.whl scripts/gpu-tests.sh ASSETS OUT exec bash scripts/gpu-next.sh ASSETS OUT CLIP [STEPS]
-# STEPS (default "tests letterbox f16 f32"; also "profile", "nvdec"): each step appends its
-# output to OUT/next.log; the bench-gpu documents are lines of OUT/next-points.jsonl (a device
-# call brings back at most 8 files). A failed step is reported and the rest still run.
-#   tests      the GPU letterbox kernel against the PyTorch form, and the daemon's NVDEC tests
+# STEPS (default "tests"): each step appends its output to OUT/next.log; JSON results go to
+# OUT/next-*.jsonl (a device call brings back at most 8 files). A failed step is reported and
+# the rest still run. Seconds are rough, on an H100/H200 with 16 host cores.
+#   tests      tests/gpu, all of it (about 360 s)
+#   streamset  the stream set against the tight loop at batch 64, f16, three fresh processes
+#   table      `vidpipe run` (processes auto) at 64, 80, 96 and 128 cameras (about 400 s)
+#   overload   one process at 40, 60 and 120 cameras: 1.5x and 3x its count (about 200 s)
+#   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
+#   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   letterbox  GPU time of one batch's letterbox, PyTorch form against the kernel
-#   f16, f32   the stream set against the tight loop at batch 64 (benchmarks.gpu), f16 with host and
-#              device inputs; f32 three fresh processes at 2 streams (the >= 0.95 goal)
-#   profile    py-spy's per-thread samples of the f16 host-input point (where the host goes;
-#              py-spy comes with the wheelhouse, into $SITE/bin)
-#   nvdec      the daemon's NVDEC camera count at 176 and 168 on 5 processes (each held once)
+#   f16, f32   the stream set at f16 (host and device inputs, 2 and 4 streams); f32 x3
+#   profile    py-spy's per-thread samples of the f16 host-input point (py-spy from the
+#              wheelhouse: gpu-wheels.sh --py-spy)
 # Exit code: 1 if any step failed.
 set -uo pipefail
 ASSETS=${1:?assets dir}; OUT=${2:?out dir}; CLIP=${3:?1080p25 clip}
-STEPS=${4:-tests letterbox f16 f32}
+STEPS=${4:-tests}
+M=$ASSETS/models/yolox_nano.onnx; L=$ASSETS/models/coco80.txt
 rc=0
 step() {  # step NAME COMMAND...: run, log, remember a failure
   local name=$1; shift
@@ -35,17 +41,23 @@ bench() {  # bench NAME PRECISION INPUTS STREAMS: benchmarks.gpu at batch 64, a 
   [[ -f $doc ]] && python3 -c 'import json,sys; print(json.dumps({"name": sys.argv[1],
     **json.load(open(sys.argv[2]))}))' "$1" "$doc" >> "$OUT/next-points.jsonl"
 }
-daemon() {  # daemon NAME SECONDS DECODER CAMERAS [OPTION...]: gpu_daemon, prefetch on nvdec
-  local name=$1 limit=$2 decoder=$3 cams=$4; shift 4
-  step "$name" timeout "$limit" python3 -m benchmarks.gpu_daemon \
-    --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
-    --clip "$CLIP" --decoders "$decoder" --warmup 6 --window 10 --nvdec-prefetch 4 \
-    --cameras "$cams" --json "$OUT/next-daemon.jsonl" "$@"
+box() {  # box NAME CLIP CAMERAS [OPTION...]: `vidpipe run` as a service runs it (gpu_box)
+  local name=$1 clip=$2 cams=$3; shift 3
+  step "$name" python3 -m benchmarks.gpu_box --model "$M" --labels "$L" --clip "$clip" \
+    --cameras "$cams" --precision f16 --max-batch 64 --batch-timeout-ms 20 \
+    --json "$OUT/next-box.jsonl" "$@"
 }
 for s in $STEPS; do
   case $s in
-    tests) VIDPIPE_GPU_CLIP=$CLIP step tests python3 -m pytest -q -s -p no:cacheprovider \
-      -o addopts="" tests/gpu/test_gpu_preprocess_gpu.py tests/gpu/test_nvdec_daemon_gpu.py ;;
+    tests) VIDPIPE_GPU_CLIP=$CLIP step tests python3 -m pytest -q -rfE -p no:cacheprovider \
+      tests/gpu --durations=8 ;;
+    streamset) for r in 1 2 3; do bench "f16-host-$r" f16 host 2; done ;;
+    table) box table "$CLIP" 64,80,96,128 --warmup 8 --window 16 ;;
+    overload) step overload python3 -X faulthandler -m benchmarks.overload --device cuda \
+      --model "$M" --labels "$L" --clip "$CLIP" --cameras 40,60,120 --warmup 6 --window 10 \
+      --json "$OUT/next-overload.jsonl" ;;
+    hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
+    hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
     letterbox) step letterbox python3 -m benchmarks.gpu_letterbox --batch 64 --size 1920x1080
       step letterbox-720p python3 -m benchmarks.gpu_letterbox --batch 64 --size 1280x720 ;;
     f16) bench f16-host f16 host 2,4; bench f16-device f16 device 2,4 ;;
@@ -55,9 +67,6 @@ for s in $STEPS; do
       --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
       --images "$ASSETS/images" --batches 64 --streams 2 --precision f16 --inputs host \
       --cameras '' --seconds 8 --json /tmp/next-profile.json ;;
-    nvdec) shards="--mps --shard-assignment balanced"
-      daemon nvdec-176-5 150 nvdec 176 --processes 5 $shards
-      daemon nvdec-168-5 150 nvdec 168 --processes 5 $shards ;;
     *) echo "!! unknown step $s"; rc=1 ;;
   esac
 done
