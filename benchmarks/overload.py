@@ -23,6 +23,7 @@ GIL: milliseconds when the GIL is saturated. The fewer samples it took, the wors
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -113,6 +114,44 @@ class StackSampler:
             due = max(due + self.period_s, time.perf_counter())
 
 
+class Renicer:
+    """Lowers the OS priority (``nice``) of the capture readers' threads, each as it appears
+    (a reader thread is made per connection): does inference keep more of a CPU box past its
+    count when the readers yield the cores to it?"""
+
+    def __init__(self, nice: int) -> None:
+        self.nice = nice
+        self.done: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-renicer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            for t in threading.enumerate():
+                tid = t.native_id
+                if tid and tid not in self.done and re.fullmatch(r"capture-.*-reader-\d+", t.name):
+                    with contextlib.suppress(OSError):  # ended meanwhile
+                        os.setpriority(os.PRIO_PROCESS, tid, self.nice)
+                    self.done.add(tid)
+
+
+def _lag_max(registry: Any) -> float | None:
+    lags = [
+        s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "vidpipe_camera_lag_seconds"
+    ]
+    return round(max(lags), 2) if lags else None
+
+
 def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
     """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
     from vidpipe.daemon import Daemon
@@ -124,6 +163,9 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         daemon = Daemon(cfg)
         t_start = time.monotonic()
         daemon.start()
+        renicer = Renicer(args.reader_nice) if args.reader_nice else None
+        if renicer is not None:
+            renicer.start()
         try:
             startup_s = time.monotonic() - t_start
             time.sleep(args.warmup)
@@ -151,8 +193,11 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
                 thread_cpu(),
             )
             overloaded = registry.get_sample_value("vidpipe_overloaded")
+            lag_max_s = _lag_max(registry)
             utilisation = stop_dmon(dmon)
         finally:
+            if renicer is not None:
+                renicer.stop()
             daemon.shutdown()
     return summarise(
         cameras, before, after, t1 - t0, (cpu1 - cpu0) / (t1 - t0), threads0, threads1
@@ -163,6 +208,8 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "nvdec_group_size": args.nvdec_group_size,
         "startup_s": round(startup_s, 1),
         "overloaded": overloaded,
+        "lag_max_s": lag_max_s,
+        "reader_nice": args.reader_nice,
         "gpu_util": utilisation,
         "stacks": stacks,
     }
@@ -227,6 +274,12 @@ def _parser() -> argparse.ArgumentParser:
         "--switch-interval",
         type=float,
         help="sys.setswitchinterval for the run, seconds (default: Python's, 0.005)",
+    )
+    p.add_argument(
+        "--reader-nice",
+        type=int,
+        default=0,
+        help="nice the capture readers' threads by this much (0: as the daemon runs them)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p
