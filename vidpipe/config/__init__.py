@@ -12,6 +12,7 @@ other sections) and ``load`` (YAML -> ``Config``). This package imports no pipel
 
 from vidpipe.config.base import SECRET, ConfigError, ConfigModel
 from vidpipe.config.clips import ClipsConfig, ClipTriggers, CropConfig
+from vidpipe.config.http import HttpConfig, LiveViewConfig
 from vidpipe.config.inference import (
     DEFAULT_ENGINE_CACHE,
     GpuAdvanced,
@@ -36,9 +37,7 @@ from vidpipe.config.schema import (
     CameraConfig,
     CaptureConfig,
     Config,
-    HttpConfig,
     InputConfig,
-    LiveViewConfig,
     LoggingConfig,
     MotionConfig,
     SchedulerConfig,
