@@ -106,7 +106,7 @@ def _snapshot(registry: Any, cameras: Iterable[str]) -> dict[str, Any]:
     then handed over frames in bursts that overwrote each other).
     """
     cams = {name: {"captured": 0.0, "inferred": 0.0} for name in cameras}
-    out: dict[str, Any] = {"cams": cams, "buckets": {}, "drops": {}}
+    out: dict[str, Any] = {"cams": cams, "buckets": {}, "drops": {}, "lag_max_s": None}
     out.update(dict.fromkeys(_TOTALS.values(), 0.0))
     for metric in registry.collect():
         for s in metric.samples:
@@ -117,6 +117,8 @@ def _snapshot(registry: Any, cameras: Iterable[str]) -> dict[str, Any]:
             elif s.name == "vidpipe_end_to_end_latency_seconds_bucket":
                 le = float(s.labels["le"])
                 out["buckets"][le] = out["buckets"].get(le, 0.0) + s.value
+            elif s.name == "vidpipe_camera_lag_seconds" and s.labels.get("camera") in cams:
+                out["lag_max_s"] = max(out["lag_max_s"] or 0.0, round(s.value, 2))
             elif s.name == "vidpipe_frames_dropped_total":
                 reason = s.labels.get("reason", "?")
                 out["drops"][reason] = out["drops"].get(reason, 0.0) + s.value

@@ -114,6 +114,9 @@ class StackSampler:
             due = max(due + self.period_s, time.perf_counter())
 
 
+_READER = re.compile(r"capture-.*-reader-\d+")
+
+
 class Renicer:
     """Lowers the OS priority (``nice``) of the capture readers' threads, each as it appears
     (a reader thread is made per connection): does inference keep more of a CPU box past its
@@ -121,7 +124,7 @@ class Renicer:
 
     def __init__(self, nice: int) -> None:
         self.nice = nice
-        self.done: set[int] = set()
+        self._done: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-renicer", daemon=True)
 
@@ -136,20 +139,10 @@ class Renicer:
         while not self._stop.wait(0.2):
             for t in threading.enumerate():
                 tid = t.native_id
-                if tid and tid not in self.done and re.fullmatch(r"capture-.*-reader-\d+", t.name):
+                if tid and tid not in self._done and _READER.fullmatch(t.name):
                     with contextlib.suppress(OSError):  # ended meanwhile
                         os.setpriority(os.PRIO_PROCESS, tid, self.nice)
-                    self.done.add(tid)
-
-
-def _lag_max(registry: Any) -> float | None:
-    lags = [
-        s.value
-        for family in registry.collect()
-        for s in family.samples
-        if s.name == "vidpipe_camera_lag_seconds"
-    ]
-    return round(max(lags), 2) if lags else None
+                    self._done.add(tid)
 
 
 def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
@@ -164,7 +157,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         t_start = time.monotonic()
         daemon.start()
         renicer = Renicer(args.reader_nice) if args.reader_nice else None
-        if renicer is not None:
+        if renicer is not None:  # each reader as it appears: they are made per connection
             renicer.start()
         try:
             startup_s = time.monotonic() - t_start
@@ -193,7 +186,6 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
                 thread_cpu(),
             )
             overloaded = registry.get_sample_value("vidpipe_overloaded")
-            lag_max_s = _lag_max(registry)
             utilisation = stop_dmon(dmon)
         finally:
             if renicer is not None:
@@ -208,7 +200,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "nvdec_group_size": args.nvdec_group_size,
         "startup_s": round(startup_s, 1),
         "overloaded": overloaded,
-        "lag_max_s": lag_max_s,
+        "lag_max_s": after["lag_max_s"],
         "reader_nice": args.reader_nice,
         "gpu_util": utilisation,
         "stacks": stacks,
