@@ -74,6 +74,7 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
                 "nvdec_group_size": args.nvdec_group_size,
                 "nvdec_prefetch": args.nvdec_prefetch,
                 "nvdec_open_concurrency": args.nvdec_open_concurrency,
+                "shed_gops": getattr(args, "shed_gops", True),
             },
             "sharding": {"assignment": args.shard_assignment},
             "http": {"enabled": True, "host": "127.0.0.1", "port": 0},

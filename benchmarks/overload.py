@@ -202,6 +202,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "overloaded": overloaded,
         "lag_max_s": after["lag_max_s"],
         "reader_nice": args.reader_nice,
+        "shed_gops": args.shed_gops,
         "gpu_util": utilisation,
         "stacks": stacks,
     }
@@ -272,6 +273,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="nice the capture readers' threads by this much (0: as the daemon runs them)",
+    )
+    p.add_argument(
+        "--no-shed-gops",
+        dest="shed_gops",
+        action="store_false",
+        help="capture.shed_gops: false (decode every frame, shed after decoding)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p

@@ -30,6 +30,7 @@ DROP_REASONS = (
     "inference_error",  # the request failed
     "shutdown",  # still queued when the shutdown timeout ran out
     "starting",  # live camera: decoded before its detector's inference started
+    "gop_shed",  # live camera past what inference takes: left undecoded with its group of pictures
 )
 
 __all__ = ["OVERLOAD_SHARE", "OVERLOAD_WINDOW_S", "SHED_REASONS", "LoadWindow", "Metrics"]
@@ -61,6 +62,14 @@ class CameraMetrics:
         self.dropped[reason].inc(n)
         if reason in SHED_REASONS:
             self.metrics.load.shed += n
+
+    def undecoded(self, skipped: int, shed: int) -> None:
+        """Frames the source left undecoded: unused by detection (``decimated``), or shed with
+        their group of pictures (``gop_shed``)."""
+        if skipped:
+            self.drop("decimated", skipped)
+        if shed:
+            self.drop("gop_shed", shed)
 
     def infer_done(self) -> None:
         """One frame completed inference (counted for ``vidpipe_overloaded`` too)."""

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 #: Drops that mean the process could not keep up: a live camera's frame replaced before
 #: inference took it, or left unmade because the one before it still waited
-#: (``mailbox_full``), or a frame too old once a slot was free. Decimation and the motion
-#: gate shed frames by design and are not among them.
-SHED_REASONS = frozenset({"overwritten", "mailbox_full", "too_old"})
+#: (``mailbox_full``), or left undecoded with its group of pictures (``gop_shed``), or a frame
+#: too old once a slot was free. Decimation and the motion gate shed frames by design and are
+#: not among them.
+SHED_REASONS = frozenset({"overwritten", "mailbox_full", "gop_shed", "too_old"})
 #: ``vidpipe_overloaded`` looks back this far, and is 1 when more than ``OVERLOAD_SHARE`` of
 #: the frames that reached the scheduler's hand-off were shed there: the share that
 #: ``vidpipe bench --mode density`` allows a camera count that holds (99 % inferred).

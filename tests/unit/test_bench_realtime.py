@@ -75,6 +75,23 @@ def test_aligned_pacers_make_frames_due_at_the_same_instants() -> None:
     assert due_times(100.013, False) != due_times(100.051, False)
 
 
+def test_a_frame_read_after_undecoded_ones_is_due_at_its_own_place_in_the_file() -> None:
+    """The frames a source left undecoded (unused, or shed with their group) keep their
+    places in the schedule: the frame after them waits for its own time, and so does the
+    next one, so a realtime file plays at its rate however many frames are not decoded."""
+    pacer, now = Pacer(), 100.0
+    assert pacer.wait_s(now, 10.0) == 0.0  # frame 0, due at once
+    now += pacer.wait_s(now, 10.0)  # frame 1 at 100.1
+    assert now == 100.1
+    assert pacer.wait_s(now, 10.0) == 0.0
+    # what was read for frame 1 came after 4 undecoded frames: it is frame 5, due at 100.5
+    assert abs(pacer.advance_s(4, now, 10.0) - 0.4) < 1e-9
+    now = 100.5
+    assert abs(pacer.wait_s(now, 10.0) - 0.1) < 1e-9  # frame 6 at 100.6
+    assert pacer.advance_s(0, 100.7, 10.0) == 0.0  # nothing undecoded, already due
+    assert Pacer().advance_s(3, now, None) == 0.0  # no rate known: no pacing
+
+
 def test_realtime_point_paces_vidpipe_file_cameras_only(tmp_path: Path) -> None:
     spec = PointSpec("vidpipe", "/clip.mp4", "clip.mp4", 3, 1, 1, "f32", "/m.onnx",
                      "/labels.txt", realtime=True)  # fmt: skip

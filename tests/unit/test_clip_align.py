@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from vidpipe.capture.pyav_source import _sender_time
+from vidpipe.capture.pyav_packets import sender_time
 from vidpipe.capture.source import StreamParams, TapPacket
 from vidpipe.clips.align import (
     MAX_OFFSET_S,
@@ -26,7 +26,7 @@ def packet(pts: int, t_sender: float | None) -> TapPacket:
 
 
 class FakePrftPacket:
-    """What ``_sender_time`` reads of a PyAV packet (a test can attach no side data to a real
+    """What ``sender_time`` reads of a PyAV packet (a test can attach no side data to a real
     one: PyAV's side data of a packet is read-only)."""
 
     def __init__(self, raw: bytes | None) -> None:
@@ -40,13 +40,13 @@ class FakePrftPacket:
         return self._raw
 
 
-def test_the_sender_time_is_the_capture_time_of_the_producer_reference_time() -> None:
+def test_thesender_time_is_the_capture_time_of_the_producer_reference_time() -> None:
     capture = struct.pack("<qi", 1_800_000_000_250_000, 24)
-    assert _sender_time(FakePrftPacket(capture)) == pytest.approx(1_800_000_000.25)
-    assert _sender_time(FakePrftPacket(None)) is None
+    assert sender_time(FakePrftPacket(capture)) == pytest.approx(1_800_000_000.25)
+    assert sender_time(FakePrftPacket(None)) is None
     # another kind of reference time (e.g. when the encoder wrote it) is not the capture time
-    assert _sender_time(FakePrftPacket(struct.pack("<qi", 1_800_000_000_250_000, 0))) is None
-    assert _sender_time(FakePrftPacket(b"\x01\x02")) is None  # too short to be one
+    assert sender_time(FakePrftPacket(struct.pack("<qi", 1_800_000_000_250_000, 0))) is None
+    assert sender_time(FakePrftPacket(b"\x01\x02")) is None  # too short to be one
 
 
 def test_a_delay_needs_enough_samples_and_is_their_median() -> None:
@@ -60,7 +60,7 @@ def test_a_delay_needs_enough_samples_and_is_their_median() -> None:
     assert delay.median() is None
 
 
-def test_the_detect_clock_times_pictures_by_their_packets_sender_time() -> None:
+def test_the_detect_clock_times_pictures_by_their_packetssender_time() -> None:
     clock = DetectClock()
     clock.on_stream("c", PARAMS)
     for k in range(MIN_SAMPLES):

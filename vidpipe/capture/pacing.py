@@ -43,6 +43,14 @@ class Pacer:
         self._due_s = None
         return 0.0
 
+    def advance_s(self, frames: int, now_s: float, fps: float | None) -> float:
+        """The frame just read came after ``frames`` frames the source left undecoded: it
+        takes their places in the schedule. Seconds until it is due (0: now)."""
+        self._k += frames
+        if not fps or fps <= 0 or self._t0 is None:
+            return 0.0
+        return max(0.0, self._t0 + (self._k - 1) / fps - now_s)
+
     def delay_s(self, now_s: float, fps: float | None) -> float:
         """How long to wait before reading the next frame (0 when it is already due)."""
         if not fps or fps <= 0:

@@ -16,9 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
-import struct
 import threading
-import time
 import urllib.parse
 from collections import deque
 from collections.abc import Iterator
@@ -37,6 +35,8 @@ from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
+from vidpipe.capture.group_budget import GroupBudget
+from vidpipe.capture.pyav_packets import tap_packet
 from vidpipe.capture.skipping import NonRefSkipper, Wanted
 from vidpipe.capture.source import (
     Luma,
@@ -45,7 +45,6 @@ from vidpipe.capture.source import (
     SourceError,
     SourceInfo,
     StreamParams,
-    TapPacket,
     source_for,
 )
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -66,8 +65,6 @@ _LUMA_VIDEO_RANGE = frozenset(
 _LUMA_FULL_RANGE = frozenset({"yuvj420p", "yuvj422p", "yuvj444p", "yuvj440p", "yuvj411p", "gray"})
 # 8-bit 4:2:0 formats converted at the model's size from their planes (``PyAVSource.fit``).
 _FITTED_FORMATS = frozenset({"yuv420p", "yuvj420p", "nv12"})
-_PRFT = struct.Struct("<qi")  # AVProducerReferenceTime: wallclock (us), flags
-_PRFT_CAPTURE = 24
 
 
 def container_options(camera: CameraConfig, defaults: CaptureConfig) -> dict[str, str]:
@@ -194,7 +191,10 @@ class PyAVSource:
         self.conversions = 0  # frames converted to BGR whole (``PyAVPicture.image``)
         self.fittings = 0  # frames converted at a model's size only (``PyAVPicture.image_for``)
         self.skipped = 0  # frames left undecoded (``skip_unwanted``), in all
+        self.shed = 0  # frames left undecoded with their group of pictures (``shed_groups``)
         self._skipper: NonRefSkipper | None = None
+        self._budget: GroupBudget | None = None
+        self._shedding = False  # the packets up to the next keyframe are not decoded
         self._skip_mode = "DEFAULT"
 
     @property
@@ -238,6 +238,11 @@ class PyAVSource:
         """Let the decoder skip non-reference frames that ``wanted`` says detection will
         not use (``vidpipe/capture/skipping.py``); None decodes every frame."""
         self._skipper = None if wanted is None else NonRefSkipper(wanted)
+
+    def shed_groups(self, budget: GroupBudget | None) -> None:
+        """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
+        or only the keyframe (``vidpipe/capture/group_budget.py``); None decodes every frame."""
+        self._budget, self._shedding = budget, False
 
     def read(self) -> PyAVPicture | None:
         while not self._pending:
@@ -314,6 +319,25 @@ class PyAVSource:
         if packet is None:
             self._eof = True
             return
+        if not self._shed(packet):
+            self._decode(packet)
+        listener = self.packet_listener
+        if listener is not None and packet.size:
+            self._tap(listener, packet)
+
+    def _shed(self, packet: Any) -> bool:
+        """Whether ``packet`` is left undecoded with the rest of its group of pictures."""
+        if self._budget is None or not packet.size:
+            return False
+        if packet.is_keyframe:
+            media_s = None if packet.pts is None else float(packet.pts * packet.time_base)
+            self._shedding = not self._budget.keyframe(media_s)
+            return False
+        if self._shedding:
+            self.shed += 1
+        return self._shedding
+
+    def _decode(self, packet: Any) -> None:
         ctx = self._stream.codec_context
         if self._skipper is not None:
             mode = "NONREF" if self._skipper.may_skip(packet.pts, packet.time_base) else "DEFAULT"
@@ -323,9 +347,6 @@ class PyAVSource:
             self._pending.extend(ctx.decode(packet))
         except av.error.FFmpegError:
             self.decode_errors += 1  # a corrupt packet: FFmpeg conceals what it can
-        listener = self.packet_listener
-        if listener is not None and packet.size:
-            self._tap(listener, packet)
 
     def _tap(self, listener: PacketListener, packet: Any) -> None:
         """Hand ``packet`` to the listener in Annex-B form (after decoding: the filter eats it).
@@ -336,11 +357,11 @@ class PyAVSource:
         send them, so every tapped stream is remuxable from any keyframe on.
         """
         if self._bsf is None:
-            return listener(_tap_packet(packet))
+            return listener(tap_packet(packet))
         time_base = packet.time_base  # the filter takes the packet over, time base and all
         for out in self._bsf.filter(packet):
             out.time_base = time_base
-            listener(_tap_packet(out))
+            listener(tap_packet(out))
         return None
 
     def close(self) -> None:
@@ -449,36 +470,6 @@ def _params(stream: Any) -> StreamParams:
         time_base=Fraction(stream.time_base),
         rate=Fraction(rate) if rate else None,
     )
-
-
-def _tap_packet(packet: Any) -> TapPacket:
-    return TapPacket(
-        data=bytes(packet),
-        pts=packet.pts,
-        dts=packet.dts,
-        duration=packet.duration or 0,
-        time_base=Fraction(packet.time_base),
-        keyframe=bool(packet.is_keyframe),
-        t_capture=time.monotonic(),
-        t_sender=_sender_time(packet),
-    )
-
-
-def _sender_time(packet: Any) -> float | None:
-    """The camera's capture time of ``packet`` (seconds since the epoch), or None.
-
-    FFmpeg's RTP demuxer maps each packet's RTP timestamp through the stream's last RTCP sender
-    report to the sender's NTP clock and attaches it as producer reference time side data
-    (``AVProducerReferenceTime``: int64 microseconds, int flags), flagged 24: the capture time
-    (ISO/IEC 14496-12's ``prft`` flag values).
-    """
-    if not packet.has_sidedata("prft"):
-        return None
-    raw = bytes(packet.get_sidedata("prft"))
-    if len(raw) < _PRFT.size:
-        return None
-    wallclock_us, flags = _PRFT.unpack_from(raw)
-    return wallclock_us / 1e6 if flags == _PRFT_CAPTURE else None
 
 
 def _source(camera: CameraConfig, defaults: CaptureConfig, _context: CaptureContext) -> PyAVSource:

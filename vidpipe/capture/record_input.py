@@ -34,10 +34,10 @@ from vidpipe.capture.backoff import Backoff
 from vidpipe.capture.ffmpeg_log import attributed_to, opening
 from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
+from vidpipe.capture.pyav_packets import tap_packet
 from vidpipe.capture.pyav_source import (
     _ANNEXB_FILTERS,
     _params,
-    _tap_packet,
     classify,
     container_options,
 )
@@ -121,12 +121,12 @@ class PacketReader:
         if not packet.size:
             return []  # a demuxer's flush packet: no data
         if self._bsf is None:
-            return [_tap_packet(packet)]
+            return [tap_packet(packet)]
         time_base = packet.time_base
         out = []
         for filtered in self._bsf.filter(packet):
             filtered.time_base = time_base
-            out.append(_tap_packet(filtered))
+            out.append(tap_packet(filtered))
         return out
 
     def close(self) -> None:

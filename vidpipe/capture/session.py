@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from vidpipe.capture.group_budget import GroupBudget
 from vidpipe.capture.source import Source, SourceInfo
 from vidpipe.types import CameraState
 
@@ -69,6 +70,8 @@ class Session:
         self.waiting = False  # for the consumer or a turn to open: not a stall (not_idle)
         self.pass_frames = 0  # frames of the current file pass
         self.skipped = 0  # frames the source left undecoded, accounted so far
+        self.shed = 0  # of those, left undecoded with their group of pictures
+        self.budget: GroupBudget | None = None  # the shedding of groups, if on
         self._skipping_source: Source | None = None  # the source ``skipped`` counts for
         self._lag_base: float | None = None  # least wall minus stream time (``lag_s``)
         self.last_progress_s = now_s
@@ -103,14 +106,17 @@ class Session:
             self._lag_base = offset
         return offset - self._lag_base
 
-    def take_skipped(self) -> int:
-        """Frames the source left undecoded since the last call (``capture/skipping.py``).
-        A looping file may open a new source within the session: its count starts at 0."""
+    def take_skipped(self) -> tuple[int, int]:
+        """Frames the source left undecoded since the last call: skipped as unused
+        (``capture/skipping.py``), and shed with their group of pictures
+        (``capture/group_budget.py``). A looping file may open a new source within the
+        session: its counts start at 0."""
         source = self.source
         if source is not self._skipping_source:
-            self._skipping_source, self.skipped = source, 0
-        total = getattr(source, "skipped", 0)
-        new, self.skipped = total - self.skipped, total
+            self._skipping_source, self.skipped, self.shed = source, 0, 0
+        skipped, shed = getattr(source, "skipped", 0), getattr(source, "shed", 0)
+        new = (skipped - self.skipped, shed - self.shed)
+        self.skipped, self.shed = skipped, shed
         return new
 
 
@@ -133,3 +139,37 @@ def join_threads(
             "camera %s: threads still running after %.1f s: %s", camera, timeout_s, ", ".join(alive)
         )
     return not alive
+
+
+def watch(
+    session: Session,
+    stop: threading.Event,
+    clock: Callable[[], float],
+    stall_s: float,
+    open_s: float,
+    poll_s: float,
+) -> Outcome | None:
+    """Supervise one session until it ends, stalls, or ``stop`` is set (None).
+
+    It sleeps until a stall could first be due, not on a fixed tick: a streaming camera
+    wakes it about once per ``stall_s``, not 20 times a second (50 cameras' 50 ms ticks cost
+    about 17 ms of CPU a second: ``python -m benchmarks.supervisor_ticks``), and the reader
+    wakes it (``session.wake``) when the session opens or ends.
+    """
+    while not stop.is_set():
+        if session.done.is_set():
+            return session.outcome
+        idle_s = session.idle_s(clock())
+        if session.opened and idle_s > stall_s:
+            session.cancel.set()  # abandon; the reader exits when its read returns
+            if not session.frames:
+                return Outcome("no_frames", f"opened, but no frame within {idle_s:.1f} s")
+            return Outcome("stalled", f"no new frame for {idle_s:.1f} s")
+        if not session.opened and idle_s > open_s + stall_s:
+            session.cancel.set()
+            return Outcome("open_failed", f"open did not return within {idle_s:.1f} s")
+        limit_s = stall_s if session.opened else open_s + stall_s
+        session.wake.wait(max(poll_s, limit_s - idle_s))
+        session.wake.clear()  # what woke it is in the session's state, read next round
+    session.cancel.set()
+    return None

@@ -26,7 +26,9 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from vidpipe.capture.group_budget import GroupBudget, SharedShare, shed_groups
 from vidpipe.capture.pacing import Decimator
+from vidpipe.config import CameraConfig, CaptureConfig
 
 Wanted = Callable[[float], bool]
 """``wanted(ahead_s)``: would a frame ``ahead_s`` seconds after the last frame handed to the
@@ -77,3 +79,23 @@ def skip_unwanted_frames(source: Any, decimator: Decimator, fps: float | None) -
     skip_unwanted = getattr(source, "skip_unwanted", None)
     if skip_unwanted is not None and fps:
         skip_unwanted(decimator.wanted_after(1.0 / fps))
+
+
+def leave_undecoded(
+    source: Any,
+    fps: float | None,
+    camera: CameraConfig,
+    defaults: CaptureConfig,
+    decimator: Decimator,
+    policy: str,
+    shared: SharedShare,
+) -> GroupBudget | None:
+    """Let a freshly opened ``source`` leave undecoded what the camera's settings allow:
+    the non-reference frames detection would not use (``capture.skip_unused_frames``), and,
+    for a live camera (``newest``), whole groups of pictures past what inference takes
+    (``capture.shed_gops``). The groups' budget, if any."""
+    if camera.detect_fps and defaults.skip_unused_frames:
+        skip_unwanted_frames(source, decimator, fps)
+    if policy != "newest" or not defaults.shed_gops:
+        return None
+    return shed_groups(source, shared, defaults.shed_gop_max_s, camera.name)

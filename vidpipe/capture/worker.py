@@ -32,11 +32,12 @@ from vidpipe.capture.backoff import Backoff, BackoffStep
 from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.group import group_size_of
+from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.mailbox import FrameSink
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
-from vidpipe.capture.session import Outcome, Session, check_transition, join_threads
-from vidpipe.capture.skipping import skip_unwanted_frames
+from vidpipe.capture.session import Outcome, Session, check_transition, join_threads, watch
+from vidpipe.capture.skipping import leave_undecoded
 from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, SourceError, as_picture
 from vidpipe.capture.tap import TapSwitch
 from vidpipe.config import CameraConfig, CaptureConfig
@@ -241,32 +242,9 @@ class CaptureWorker:
         return session
 
     def _watch(self, session: Session) -> Outcome | None:
-        """Supervise one session until it ends, stalls, or the worker stops (None).
-
-        It sleeps until a stall could first be due, not on a fixed tick: a streaming camera
-        wakes it about once per ``stall_timeout_s``, not 20 times a second (50 cameras' 50 ms
-        ticks cost about 17 ms of CPU a second: ``python -m benchmarks.supervisor_ticks``), and
-        the reader wakes it when the session opens or ends.
-        """
-        stall_s = self._defaults.stall_timeout_s
-        open_s = self._defaults.open_timeout_ms / 1000.0
-        while not self._stop.is_set():
-            if session.done.is_set():
-                return session.outcome
-            idle_s = session.idle_s(self._clock())
-            if session.opened and idle_s > stall_s:
-                session.cancel.set()  # abandon; the reader exits when its read returns
-                if not session.frames:
-                    return Outcome("no_frames", f"opened, but no frame within {idle_s:.1f} s")
-                return Outcome("stalled", f"no new frame for {idle_s:.1f} s")
-            if not session.opened and idle_s > open_s + stall_s:
-                session.cancel.set()
-                return Outcome("open_failed", f"open did not return within {idle_s:.1f} s")
-            limit_s = stall_s if session.opened else open_s + stall_s
-            self._wake.wait(max(self._POLL_S, limit_s - idle_s))
-            self._wake.clear()  # what woke it is in the session's state, read next round
-        session.cancel.set()
-        return None
+        """Supervise one session until it ends, stalls, or the worker stops (None)."""
+        stall_s, open_s = self._defaults.stall_timeout_s, self._defaults.open_timeout_ms / 1000.0
+        return watch(session, self._stop, self._clock, stall_s, open_s, self._POLL_S)
 
     def _streaming(self, session: Session) -> None:
         """CONNECTING -> STREAMING, on the reader thread before its first frame is handed on,
@@ -352,8 +330,10 @@ class CaptureWorker:
         if session.cancel.is_set():
             return False  # abandoned while opening
         source.packet_listener = self._tap.feed(source)
-        if self.camera.detect_fps and self._defaults.skip_unused_frames:
-            skip_unwanted_frames(source, self._decimator, info.fps)
+        session.budget = leave_undecoded(
+            source, info.fps, self.camera, self._defaults, self._decimator, self._mailbox.policy,
+            self._context.shared(SharedShare),
+        )  # fmt: skip
         session.info = info
         session.epoch = next(_EPOCHS)
         session.opened = True
@@ -405,8 +385,11 @@ class CaptureWorker:
         # decoder's delayed pictures, one per timeout (a frozen stream yields one every
         # read_timeout_ms). Such frames are passed on but are no sign of life for the watchdog.
         fresh = self._clock() - t_read < 0.9 * self._defaults.read_timeout_ms / 1000.0
+        undecoded = session.take_skipped()  # frames left undecoded before this one
+        if not self._wait_until_due(session, sum(undecoded)):
+            return None
         try:
-            return 0.0 if self._emit(session, as_picture(decoded), fresh) else None
+            return 0.0 if self._emit(session, as_picture(decoded), fresh, undecoded) else None
         except SourceError as exc:  # a deferred conversion failed (nvdec's copy out)
             session.finish(exc.reason, exc.detail)
             return None
@@ -416,6 +399,15 @@ class CaptureWorker:
         if self._pacer is None:
             return 0.0
         return self._pacer.wait_s(self._clock(), session.info.fps if session.info else None)
+
+    def _wait_until_due(self, session: Session, undecoded: int) -> bool:
+        """``realtime`` files: a frame read after frames left undecoded is due as late as its
+        place in the file (else the file plays faster than its rate). False: stopped."""
+        if self._pacer is None or not undecoded:
+            return True
+        fps = session.info.fps if session.info else None
+        delay_s = self._pacer.advance_s(undecoded, self._clock(), fps)
+        return delay_s <= 0 or not session.cancel.wait(delay_s)
 
     def _wait_for_consumer(self, session: Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""
@@ -444,7 +436,9 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(self, session: Session, picture: Picture, fresh: bool) -> bool:
+    def _emit(
+        self, session: Session, picture: Picture, fresh: bool, undecoded: tuple[int, int]
+    ) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
@@ -453,9 +447,9 @@ class CaptureWorker:
         let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
-        skipped = session.take_skipped()  # frames left undecoded before this one
+        skipped, shed = undecoded  # unused, and shed with their group of pictures
         with self._seq_lock:
-            seq = self._seq + skipped
+            seq = self._seq + skipped + shed
             self._seq = seq + 1
         if session.seq0 is None:
             session.seq0 = seq
@@ -466,10 +460,10 @@ class CaptureWorker:
             session.last_progress_s = now
             self._last_frame_s = now
         self._frame_times.append(now)
-        self._metrics.captured.inc(skipped + 1)
-        if skipped:  # most frames: no list built, no extra counter call
-            self._frame_times.extend([now] * skipped)
-            self._metrics.drop("decimated", skipped)
+        self._metrics.captured.inc(skipped + shed + 1)
+        if skipped or shed:  # most frames: no list built, no extra counter call
+            self._frame_times.extend([now] * (skipped + shed))
+            self._metrics.undecoded(skipped, shed)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
         if fps and self._mailbox.policy == "newest":  # live: the reader should keep pace
@@ -485,9 +479,13 @@ class CaptureWorker:
         # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
         previous, self._last_due = self._last_due, seq
-        if self._mailbox.policy == "newest" and self._mailbox.unread_seq() == previous:
-            self._metrics.drop("mailbox_full")
-            return True
+        if self._mailbox.policy == "newest":
+            unread = self._mailbox.unread_seq()
+            if session.budget is not None:  # what a frame waiting now says of its group
+                session.budget.due(taken=unread is None)
+            if unread == previous:
+                self._metrics.drop("mailbox_full")
+                return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0
         if self._motion is not None and not self._on_device(picture):

@@ -110,6 +110,18 @@ class CaptureConfig(ConfigModel):
         "non-reference frames that detection would not use (pyav); they are counted as "
         "captured and decimated",
     )
+    shed_gops: bool = Field(
+        True,
+        description="pyav live cameras past what inference takes: decode only the keyframe of "
+        "some groups of pictures instead of frames that would be shed after decoding; they "
+        "are counted as captured and dropped (gop_shed)",
+    )
+    shed_gop_max_s: float = Field(
+        4.0,
+        gt=0,
+        description="never shed a group of pictures longer than this (the camera would see "
+        "nothing new for as long)",
+    )
     convert_at_model_size: bool = Field(
         True,
         description="pyav cameras: convert a frame for the model at the model's input size, "

@@ -1,0 +1,109 @@
+"""The share of groups of pictures a pipeline's cameras decode in full, and how each camera
+spends it (``vidpipe/capture/group_budget.py``), on a fake clock."""
+
+from __future__ import annotations
+
+from vidpipe.capture import group_budget as gb
+from vidpipe.capture.group_budget import GroupBudget, SharedShare, shed_groups
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def period(shared: SharedShare, clock: Clock, due: int, taken: int) -> float:
+    """One period in which the cameras had ``due`` frames, ``taken`` of them finding the
+    frame before taken; the share after it."""
+    shared.due, shared.taken = due, taken
+    clock.now += gb.PERIOD_S
+    shared.tick()
+    return shared.share
+
+
+def test_the_share_falls_while_inference_leaves_frames_and_rises_once_it_takes_them() -> None:
+    clock = Clock()
+    shared = SharedShare(clock)
+    assert period(shared, clock, due=100, taken=95) == 1.0  # never above 1
+    assert period(shared, clock, due=100, taken=50) == gb.DOWN
+    assert period(shared, clock, due=100, taken=75) == gb.DOWN  # within the band: kept
+    for _ in range(100):
+        period(shared, clock, due=100, taken=10)
+    assert shared.share == gb.MIN_SHARE  # never below the floor
+    assert period(shared, clock, due=100, taken=95) == gb.MIN_SHARE + gb.UP
+    assert period(shared, clock, due=gb.MIN_DUE - 1, taken=0) == gb.MIN_SHARE + gb.UP
+
+
+def test_the_share_moves_once_a_period_not_on_every_keyframe() -> None:
+    clock = Clock()
+    shared = SharedShare(clock)
+    shared.due, shared.taken = 100, 0
+    clock.now += gb.PERIOD_S / 2
+    shared.tick()
+    assert shared.share == 1.0 and shared.due == 100  # still counting
+    clock.now += gb.PERIOD_S / 2
+    shared.tick()
+    assert shared.share == gb.DOWN and shared.due == shared.taken == 0
+
+
+def decisions(budget: GroupBudget, groups: int, group_s: float = 2.0) -> list[bool]:
+    return [budget.keyframe(k * group_s) for k in range(groups)]
+
+
+def test_a_camera_decodes_its_share_of_groups_and_every_group_at_full_share() -> None:
+    shared = SharedShare(Clock())
+    budget = GroupBudget(shared, max_group_s=4.0)
+    assert all(decisions(budget, 20))
+    shared.share = 0.25
+    full = decisions(budget, 100)
+    assert sum(full) == 25
+    assert max(len(run) for run in "".join("x" if f else "." for f in full).split("x")) == 3
+
+
+def test_cameras_of_other_phases_decode_other_groups() -> None:
+    shared = SharedShare(Clock())
+    shared.share = 0.5
+    a, b = GroupBudget(shared, 4.0, phase=0.0), GroupBudget(shared, 4.0, phase=0.5)
+    first_a, first_b = decisions(a, 41), decisions(b, 41)
+    assert first_a[0] and first_b[0]  # the first group's length is not known yet
+    assert sum(first_a[1:]) == sum(first_b[1:]) == 20
+    assert all(x != y for x, y in zip(first_a[1:], first_b[1:], strict=True))
+
+
+def test_long_groups_and_groups_of_unknown_length_are_always_decoded() -> None:
+    shared = SharedShare(Clock())
+    shared.share = gb.MIN_SHARE
+    assert all(decisions(GroupBudget(shared, 4.0), 20, group_s=5.0))
+    unknown = GroupBudget(shared, 4.0)
+    assert all(unknown.keyframe(None) for _ in range(20))
+
+
+def test_due_frames_count_into_the_shared_share() -> None:
+    shared = SharedShare(Clock())
+    a, b = GroupBudget(shared, 4.0), GroupBudget(shared, 4.0)
+    a.due(taken=True)
+    b.due(taken=False)
+    b.due(taken=True)
+    assert (shared.due, shared.taken) == (3, 2)
+
+
+def test_only_a_source_that_can_shed_gets_a_budget_its_phase_set_by_the_camera() -> None:
+    class Shedding:
+        budget: GroupBudget | None = None
+
+        def shed_groups(self, budget: GroupBudget | None) -> None:
+            self.budget = budget
+
+    shared = SharedShare(Clock())
+    assert shed_groups(object(), shared, 4.0, "cam1") is None
+    source = Shedding()
+    budget = shed_groups(source, shared, 4.0, "cam1")
+    assert budget is not None and source.budget is budget
+    again = shed_groups(Shedding(), shared, 4.0, "cam1")
+    other = shed_groups(Shedding(), shared, 4.0, "cam2")
+    assert again is not None and other is not None
+    shared.share = 0.5
+    assert decisions(budget, 10) == decisions(again, 10) != decisions(other, 10)

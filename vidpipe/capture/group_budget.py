@@ -1,0 +1,114 @@
+"""Leaving whole groups of pictures undecoded when inference cannot take the cameras' frames.
+
+Past what a process can infer, a live camera's frames are shed after they were decoded
+(``mailbox_full``, ``overwritten``): the decoding is wasted, and on a box whose cameras' streams
+are large it is most of the work. 36 cameras of 1080p on a 2-core Xeon decoded 360 frames a
+second for 1.4 cores and left OpenVINO a third of what 20 cameras left it: inference fell to a
+third (``benchmarks/README.md``, "Past the decoding a CPU box can do"). A frame of an H.264 or
+HEVC stream can only be left undecoded together with every frame predicted from it, so the
+unit of shedding before the decoder is the group of pictures: from a keyframe to the next.
+
+The cameras of a pipeline share one ``share`` of groups decoded in full. Each second it is set
+from what inference did with the due frames of every camera: when less than ``LOW`` of them
+found the frame made before them taken, it falls (by ``DOWN``, to at least ``MIN_SHARE``);
+above ``HIGH`` it rises (by ``UP``). A group not decoded in full still has its keyframe decoded
+and handed on, so every camera keeps a fresh frame at least once a group. Each camera spends
+the share on its own schedule (a credit that starts at a phase set by its name), so the
+cameras shed alike and not all in the same groups: what GStreamer's decoders do on QoS
+events, and DeepStream's ``skip-frames``, by hand.
+
+Groups longer than ``capture.shed_gop_max_s`` are never shed: a camera would be blind for as
+long.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable
+
+LOW = 0.6  # below this share of due frames finding the last one taken, decode fewer groups
+HIGH = 0.9  # above it, more
+DOWN = 0.8
+UP = 0.05
+MIN_SHARE = 0.05
+PERIOD_S = 1.0
+MIN_DUE = 10  # due frames a period needs before it moves the share
+
+
+class SharedShare:
+    """The share of groups decoded in full, shared by a pipeline's cameras (made by
+    ``CaptureContext.shared``). Bumped without a lock from many reader threads: a lost
+    increment moves the measured share by a frame."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.share = 1.0
+        self.due = 0
+        self.taken = 0
+        self._clock = clock
+        self._since = clock()
+
+    def tick(self) -> None:
+        """Move the share once a period, from the due frames of every camera."""
+        now = self._clock()
+        if now - self._since < PERIOD_S:
+            return
+        due, taken = self.due, self.taken
+        self.due = self.taken = 0
+        self._since = now
+        if due < MIN_DUE:
+            return
+        if taken < LOW * due:
+            self.share = max(MIN_SHARE, self.share * DOWN)
+        elif taken > HIGH * due:
+            self.share = min(1.0, self.share + UP)
+
+
+class GroupBudget:
+    """One camera's groups: which to decode in full. Used on its reader thread only."""
+
+    def __init__(self, shared: SharedShare, max_group_s: float, phase: float = 0.0) -> None:
+        self.shared = shared
+        self.max_group_s = max_group_s
+        self._phase = phase  # in [0, 1): where in its cycle of groups the camera starts
+        self._credit = phase
+        self._key_s: float | None = None  # media time of the current group's keyframe
+        self._group_s: float | None = None  # the last group's length
+
+    def keyframe(self, media_s: float | None) -> bool:
+        """A keyframe starts a group at ``media_s`` (stream seconds; None: unknown): True to
+        decode the whole group, False to decode the keyframe only."""
+        if media_s is not None and self._key_s is not None and media_s > self._key_s:
+            self._group_s = media_s - self._key_s
+        self._key_s = media_s
+        self.shared.tick()
+        share = self.shared.share
+        if self._group_s is None or self._group_s > self.max_group_s or share >= 1.0:
+            self._credit = self._phase
+            return True
+        self._credit += share
+        if self._credit >= 1.0:
+            self._credit -= 1.0
+            return True
+        return False
+
+    def due(self, taken: bool) -> None:
+        """A due frame came: ``taken`` says whether inference took the frame made before it."""
+        shared = self.shared
+        shared.due += 1
+        shared.taken += taken
+
+
+def shed_groups(
+    source: object, shared: SharedShare, max_group_s: float, camera: str
+) -> GroupBudget | None:
+    """Give ``source`` a budget of groups to decode, if it can shed them (a source with
+    ``shed_groups``); the budget, or None. The camera's name sets its phase (the same on
+    every run)."""
+    attach = getattr(source, "shed_groups", None)
+    if attach is None:
+        return None
+    phase = zlib.crc32(camera.encode()) / 2**32
+    budget = GroupBudget(shared, max_group_s, phase)
+    attach(budget)
+    return budget
