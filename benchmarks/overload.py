@@ -288,11 +288,14 @@ def _defaults(args: argparse.Namespace) -> None:
     """The assets' model, labels and walkway clip where none is given; the device's backend;
     the fields ``point_config`` reads that this rig does not vary."""
     from vidpipe.assets import default_assets_dir
+    from vidpipe.bench.common import cache_dir, resolve_clip
 
     assets = default_assets_dir()
     args.model = args.model or assets / "models" / "yolox_nano.onnx"
     args.labels = args.labels or assets / "models" / "coco80.txt"
     args.clip = args.clip or assets / "videos" / "one-by-one-person-detection.mp4"
+    if not args.clip.is_file():  # a derived clip's name (``vidpipe.bench.common.resolve_clip``)
+        args.clip = resolve_clip(str(args.clip), assets / "videos", cache_dir())
     args.inference = "torch" if args.device == "cuda" else "openvino"
     args.shard_assignment = "rendezvous"
     args.device = args.gpu  # point_config's name for the CUDA device

@@ -1,4 +1,5 @@
-"""The benchmark's derived clips: ``STEM-<H>p.mp4`` and ``STEM-<H>p<F>.mp4`` made with ffmpeg."""
+"""The benchmark's derived clips: ``STEM-<H>p.mp4``, ``STEM-<H>p<F>.mp4`` and ``STEM-<H>p-g<N>.mp4``
+made with ffmpeg."""
 
 from __future__ import annotations
 
@@ -37,6 +38,22 @@ def test_a_derived_clip_has_the_named_height_and_rate_and_the_sources_duration(
     w, h, fps, frames = clip_geometry(sub)
     assert (w, h, round(fps), frames) == (256, 144, 5, 15)  # every other frame, same 3 s
     assert resolve_clip("src-144p5.mp4", videos, cache) == sub  # made once, then reused
+
+
+def test_a_camera_like_clip_has_a_keyframe_every_n_frames_and_no_b_frames(
+    tmp_path: Path,
+) -> None:
+    videos, cache = tmp_path / "videos", tmp_path / "cache"
+    _source(videos)
+    cache.mkdir()
+    clip = resolve_clip("src-144p-g10.mp4", videos, cache)
+    probe = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pict_type",
+         "-of", "csv=p=0", str(clip)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    types = "".join(line.strip()[:1] for line in probe.stdout.splitlines() if line.strip())
+    assert types == ("I" + "P" * 9) * 3
 
 
 def test_a_name_with_nothing_to_derive_it_from_is_refused(tmp_path: Path) -> None:

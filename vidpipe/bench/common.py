@@ -217,13 +217,16 @@ def cache_dir() -> Path:
     return path
 
 
-_DERIVED = re.compile(r"^(?P<stem>.+)-(?P<height>\d{3,4})p(?P<fps>\d{1,2})?\.mp4$")
+_DERIVED = re.compile(
+    r"^(?P<stem>.+)-(?P<height>\d{3,4})p(?P<fps>\d{1,2})?(?:-g(?P<gop>\d{1,3}))?\.mp4$"
+)
 
 
 def resolve_clip(name: str, videos: Path, cache: Path) -> Path:
     """The file of a clip name: an asset, or ``STEM-<H>p.mp4`` made from ``STEM.mp4`` with ffmpeg
     (``STEM-<H>p<F>.mp4``: also at F frames a second, as a camera's sub-stream set to a lower
-    rate sends it; from a faster source, frames are dropped, not invented).
+    rate sends it; from a faster source, frames are dropped, not invented; ``-g<N>`` before
+    ``.mp4``: as an IP camera encodes, a keyframe every N frames and no B-frames).
 
     Raises:
         FileNotFoundError: no such asset and nothing to derive it from.
@@ -249,6 +252,8 @@ def resolve_clip(name: str, videos: Path, cache: Path) -> Path:
     cmd = [ffmpeg, "-y", "-loglevel", "error", "-i", str(videos / f"{m['stem']}.mp4")]
     scale = f"scale={width}:{height}" + (f",fps={int(m['fps'])}" if m["fps"] else "")
     cmd += ["-vf", scale, "-c:v", "libx264", "-preset", "veryfast"]
+    if m["gop"]:
+        cmd += ["-g", m["gop"], "-keyint_min", m["gop"], "-sc_threshold", "0", "-bf", "0"]
     cmd += ["-pix_fmt", "yuv420p", "-an", str(tmp)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

@@ -13,7 +13,7 @@ from what inference did with the due frames of every camera: when less than ``LO
 found the frame made before them taken, it falls (by ``DOWN``, to at least ``MIN_SHARE``);
 above ``HIGH`` it rises (by ``UP``). A group not decoded in full still has its keyframe decoded
 and handed on, so every camera keeps a fresh frame at least once a group. Each camera spends
-the share on its own schedule (a credit that starts at a phase set by its name), so the
+the share on its own schedule (a credit that starts at its own phase), so the
 cameras shed alike and not all in the same groups: what GStreamer's decoders do on QoS
 events, and DeepStream's ``skip-frames``, by hand.
 
@@ -23,8 +23,8 @@ long.
 
 from __future__ import annotations
 
+import itertools
 import time
-import zlib
 from collections.abc import Callable
 
 LOW = 0.6  # below this share of due frames finding the last one taken, decode fewer groups
@@ -34,6 +34,8 @@ UP = 0.05
 MIN_SHARE = 0.05
 PERIOD_S = 1.0
 MIN_DUE = 10  # due frames a period needs before it moves the share
+ALL = 1 << 30  # frames of a group: every one
+_GOLDEN = (5**0.5 - 1) / 2
 
 
 class SharedShare:
@@ -47,6 +49,13 @@ class SharedShare:
         self.taken = 0
         self._clock = clock
         self._since = clock()
+        self._phases = itertools.count()
+
+    def next_phase(self) -> float:
+        """A phase for the next camera to open: the golden ratio's multiples, so that any
+        number of cameras spread their phases evenly over [0, 1) (random phases cluster, and
+        the cameras of a cluster would decode the same groups, every time)."""
+        return (next(self._phases) * _GOLDEN) % 1.0
 
     def tick(self) -> None:
         """Move the share once a period, from the due frames of every camera."""
@@ -75,9 +84,13 @@ class GroupBudget:
         self._key_s: float | None = None  # media time of the current group's keyframe
         self._group_s: float | None = None  # the last group's length
 
-    def keyframe(self, media_s: float | None) -> bool:
-        """A keyframe starts a group at ``media_s`` (stream seconds; None: unknown): True to
-        decode the whole group, False to decode the keyframe only."""
+    def keyframe(self, media_s: float | None) -> int:
+        """A keyframe starts a group at ``media_s`` (stream seconds; None: unknown): how many
+        frames of this group to decode, from its keyframe on: ``ALL``, or 1 (the keyframe).
+
+        Why not a few frames of every group instead: cameras whose keyframes fall together
+        would then all decode at the same moments, and inference would idle in between (a
+        third of the throughput where whole groups kept nearly all of it)."""
         if media_s is not None and self._key_s is not None and media_s > self._key_s:
             self._group_s = media_s - self._key_s
         self._key_s = media_s
@@ -85,12 +98,12 @@ class GroupBudget:
         share = self.shared.share
         if self._group_s is None or self._group_s > self.max_group_s or share >= 1.0:
             self._credit = self._phase
-            return True
+            return ALL
         self._credit += share
         if self._credit >= 1.0:
             self._credit -= 1.0
-            return True
-        return False
+            return ALL
+        return 1
 
     def due(self, taken: bool) -> None:
         """A due frame came: ``taken`` says whether inference took the frame made before it."""
@@ -99,16 +112,12 @@ class GroupBudget:
         shared.taken += taken
 
 
-def shed_groups(
-    source: object, shared: SharedShare, max_group_s: float, camera: str
-) -> GroupBudget | None:
+def shed_groups(source: object, shared: SharedShare, max_group_s: float) -> GroupBudget | None:
     """Give ``source`` a budget of groups to decode, if it can shed them (a source with
-    ``shed_groups``); the budget, or None. The camera's name sets its phase (the same on
-    every run)."""
+    ``shed_groups``); the budget, or None."""
     attach = getattr(source, "shed_groups", None)
     if attach is None:
         return None
-    phase = zlib.crc32(camera.encode()) / 2**32
-    budget = GroupBudget(shared, max_group_s, phase)
+    budget = GroupBudget(shared, max_group_s, shared.next_phase())
     attach(budget)
     return budget

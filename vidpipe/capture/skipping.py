@@ -98,4 +98,4 @@ def leave_undecoded(
         skip_unwanted_frames(source, decimator, fps)
     if policy != "newest" or not defaults.shed_gops:
         return None
-    return shed_groups(source, shared, defaults.shed_gop_max_s, camera.name)
+    return shed_groups(source, shared, defaults.shed_gop_max_s)
