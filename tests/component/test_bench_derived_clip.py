@@ -24,12 +24,19 @@ def _source(videos: Path) -> None:
     )  # fmt: skip
 
 
-def test_a_derived_clip_has_the_named_height_and_rate_and_the_sources_duration(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """``videos`` with ``src.mp4`` in it, and an empty cache."""
     videos, cache = tmp_path / "videos", tmp_path / "cache"
     _source(videos)
     cache.mkdir()
+    return videos, cache
+
+
+def test_a_derived_clip_has_the_named_height_and_rate_and_the_sources_duration(
+    dirs: tuple[Path, Path],
+) -> None:
+    videos, cache = dirs
     same_rate = resolve_clip("src-144p.mp4", videos, cache)
     sub = resolve_clip("src-144p5.mp4", videos, cache)
     assert same_rate.parent == cache and sub.parent == cache
@@ -41,12 +48,9 @@ def test_a_derived_clip_has_the_named_height_and_rate_and_the_sources_duration(
 
 
 def test_a_camera_like_clip_has_a_keyframe_every_n_frames_and_no_b_frames(
-    tmp_path: Path,
+    dirs: tuple[Path, Path],
 ) -> None:
-    videos, cache = tmp_path / "videos", tmp_path / "cache"
-    _source(videos)
-    cache.mkdir()
-    clip = resolve_clip("src-144p-g10.mp4", videos, cache)
+    clip = resolve_clip("src-144p-g10.mp4", *dirs)
     probe = subprocess.run(
         ["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "frame=pict_type",
          "-of", "csv=p=0", str(clip)],
