@@ -233,6 +233,7 @@ def summarise(
         "mean_fps": round(total / len(fps), 2) if fps else 0.0,
         "worst_fps": round(min(fps), 2) if fps else 0.0,
         "fairness": round(min(fps) / (total / len(fps)), 3) if total else None,
+        "camera_fps": [round(f, 2) for f in fps],  # in the cameras' order of name
         "p50_latency_s": bucket_quantile({}, buckets, 0.5),
         "p95_latency_s": bucket_quantile({}, buckets, 0.95),
         "mean_batch": round(frames / batches, 1) if batches else None,
