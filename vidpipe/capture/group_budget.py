@@ -29,9 +29,13 @@ from collections.abc import Callable
 
 LOW = 0.6  # below this share of due frames finding the last one taken, decode fewer groups
 HIGH = 0.9  # above it, more
+# Falls by a factor, rises by a step (as TCP's window): the cores go back to inference within
+# seconds of an overload, and a share that overshoots upwards only costs a little waste.
 DOWN = 0.8
 UP = 0.05
 MIN_SHARE = 0.05
+# Every 4 s or every second made no difference; every 10 s adapted too slowly (60 cameras: 45
+# against 97 inferred fps, benchmarks/README.md).
 PERIOD_S = 1.0
 MIN_DUE = 10  # due frames a period needs before it moves the share
 ALL = 1 << 30  # frames of a group: every one
