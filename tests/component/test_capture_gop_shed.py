@@ -17,7 +17,7 @@ import pytest
 
 from tests.component.capture_rig import FAST, PERSON, Rig
 from vidpipe.capture.decoders import CaptureContext
-from vidpipe.capture.group_budget import ALL, SharedShare
+from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.pyav_source import PyAVSource
 from vidpipe.config import CameraConfig
 from vidpipe.types import CameraState
@@ -32,9 +32,9 @@ class Always:
         self.full = full
         self.keyframes = 0
 
-    def keyframe(self, media_s: float | None) -> int:
+    def keyframe(self, media_s: float | None) -> bool:
         self.keyframes += 1
-        return ALL if self.full else 1
+        return self.full
 
 
 def luma_hash(pixels: np.ndarray) -> str:

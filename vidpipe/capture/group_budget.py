@@ -38,7 +38,6 @@ MIN_SHARE = 0.05
 # against 97 inferred fps, benchmarks/README.md).
 PERIOD_S = 1.0
 MIN_DUE = 10  # due frames a period needs before it moves the share
-ALL = 1 << 30  # frames of a group: every one
 _GOLDEN = (5**0.5 - 1) / 2
 
 
@@ -88,9 +87,9 @@ class GroupBudget:
         self._key_s: float | None = None  # media time of the current group's keyframe
         self._group_s: float | None = None  # the last group's length
 
-    def keyframe(self, media_s: float | None) -> int:
-        """A keyframe starts a group at ``media_s`` (stream seconds; None: unknown): how many
-        frames of this group to decode, from its keyframe on: ``ALL``, or 1 (the keyframe).
+    def keyframe(self, media_s: float | None) -> bool:
+        """A keyframe starts a group at ``media_s`` (stream seconds; None: unknown): True to
+        decode the whole group, False to decode the keyframe only.
 
         Why not a few frames of every group instead: cameras whose keyframes fall together
         would then all decode at the same moments, and inference would idle in between (a
@@ -102,12 +101,12 @@ class GroupBudget:
         share = self.shared.share
         if self._group_s is None or self._group_s > self.max_group_s or share >= 1.0:
             self._credit = self._phase
-            return ALL
+            return True
         self._credit += share
         if self._credit >= 1.0:
             self._credit -= 1.0
-            return ALL
-        return 1
+            return True
+        return False
 
     def due(self, taken: bool) -> None:
         """A due frame came: ``taken`` says whether inference took the frame made before it."""

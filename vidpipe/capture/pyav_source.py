@@ -35,7 +35,7 @@ from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.ffmpeg_log import install as install_ffmpeg_log
 from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
-from vidpipe.capture.group_budget import ALL, GroupBudget
+from vidpipe.capture.group_budget import GroupBudget
 from vidpipe.capture.pyav_packets import tap_packet
 from vidpipe.capture.skipping import NonRefSkipper, Wanted
 from vidpipe.capture.source import (
@@ -194,7 +194,7 @@ class PyAVSource:
         self.shed = 0  # frames left undecoded with their group of pictures (``shed_groups``)
         self._skipper: NonRefSkipper | None = None
         self._budget: GroupBudget | None = None
-        self._left = ALL  # packets of the current group still to decode
+        self._shedding = False  # the packets up to the next keyframe are not decoded
         self._skip_mode = "DEFAULT"
 
     @property
@@ -242,7 +242,7 @@ class PyAVSource:
     def shed_groups(self, budget: GroupBudget | None) -> None:
         """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
         or only the keyframe (``vidpipe/capture/group_budget.py``); None decodes every frame."""
-        self._budget, self._left = budget, ALL
+        self._budget, self._shedding = budget, False
 
     def read(self) -> PyAVPicture | None:
         while not self._pending:
@@ -331,12 +331,10 @@ class PyAVSource:
             return False
         if packet.is_keyframe:
             media_s = None if packet.pts is None else float(packet.pts * packet.time_base)
-            self._left = self._budget.keyframe(media_s)
-        if self._left > 0:
-            self._left -= 1
+            self._shedding = not self._budget.keyframe(media_s)
             return False
-        self.shed += 1
-        return True
+        self.shed += self._shedding
+        return self._shedding
 
     def _decode(self, packet: Any) -> None:
         ctx = self._stream.codec_context
