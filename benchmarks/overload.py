@@ -7,7 +7,8 @@
 The real daemon (``vidpipe.daemon.Daemon``, built through ``vidpipe.assemble``), configured as
 ``benchmarks.gpu_daemon`` configures it: N cameras looping one clip in real time (``newest``
 mailboxes: a frame not taken before the next one is overwritten and counted), NVDEC and torch
-with ``--device cuda``, PyAV and OpenVINO with ``--device cpu``. Per count, over one window
+with ``--device cuda`` (PyAV's decoding on the CPU with ``--decoder pyav``), PyAV and OpenVINO
+with ``--device cpu``. Per count, over one window
 after a warm-up, from the daemon's own registry: total inferred fps, the worst and mean
 camera, drops by reason, mean batch and batches per second (the time a batch takes to form
 and go is their inverse), host cores by thread group and ``vidpipe_overloaded``.
@@ -149,7 +150,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
     """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
     from vidpipe.daemon import Daemon
 
-    decoder = "nvdec" if args.inference == "torch" else "pyav"
+    decoder = args.decoder or ("nvdec" if args.inference == "torch" else "pyav")
     with tempfile.TemporaryDirectory(prefix="vidpipe-overload-") as tmp:
         cfg = point_config(args, decoder, cameras, Path(tmp) / "results.jsonl")
         mine = list(active_cameras(cfg, None))
@@ -256,6 +257,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--clip", type=Path, help="the clip every camera plays")
     p.add_argument("--cameras", default="64,80,96,128", help="camera counts")
     p.add_argument("--gpu", type=int, default=0, help="CUDA device (cuda)")
+    p.add_argument(
+        "--decoder",
+        choices=("nvdec", "pyav"),
+        help="the cameras' decoder (default: nvdec with cuda, pyav with cpu)",
+    )
     p.add_argument("--streams", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--batch-timeout-ms", type=float, default=20.0)
