@@ -81,6 +81,9 @@ def test_a_shed_group_decodes_its_keyframe_only_and_counts_the_rest(videos: Path
     assert source.shed == 0
 
 
+SHED = FAST.model_copy(update={"shed_gops": True})
+
+
 @pytest.mark.timeout(60)
 def test_a_live_camera_shedding_groups_numbers_and_counts_every_frame(videos: Path) -> None:
     """A realtime file (a ``newest`` mailbox, as live cameras get) whose pipeline's share of
@@ -93,7 +96,7 @@ def test_a_live_camera_shedding_groups_numbers_and_counts_every_frame(videos: Pa
     shared.tick = lambda: None  # type: ignore[method-assign]  # held: nothing moves it
     try:
         worker, states = rig.worker("live", str(videos / f"{PERSON}.mp4"), "newest",
-                                    realtime=True)  # fmt: skip
+                                    realtime=True, capture=SHED)  # fmt: skip
         worker._context = context
         worker.start()
         states.wait_for(CameraState.STREAMING, 10)

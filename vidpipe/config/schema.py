@@ -111,10 +111,12 @@ class CaptureConfig(ConfigModel):
         "captured and decimated",
     )
     shed_gops: bool = Field(
-        True,
+        False,
         description="pyav live cameras past what inference takes: decode only the keyframe of "
         "some groups of pictures instead of frames that would be shed after decoding; they "
-        "are counted as captured and dropped (gop_shed)",
+        "are counted as captured and dropped (gop_shed). For boxes where decoding is what "
+        "runs out (many high-resolution streams): it keeps inference fed there, at the cost "
+        "of shares per camera that are less even",
     )
     shed_gop_max_s: float = Field(
         4.0,
