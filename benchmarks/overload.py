@@ -8,10 +8,11 @@ The real daemon (``vidpipe.daemon.Daemon``, built through ``vidpipe.assemble``),
 ``benchmarks.gpu_daemon`` configures it: N cameras looping one clip in real time (``newest``
 mailboxes: a frame not taken before the next one is overwritten and counted), NVDEC and torch
 with ``--device cuda`` (PyAV's decoding on the CPU with ``--decoder pyav``), PyAV and OpenVINO
-with ``--device cpu``. Per count, over one window
-after a warm-up, from the daemon's own registry: total inferred fps, the worst and mean
-camera, drops by reason, mean batch and batches per second (the time a batch takes to form
-and go is their inverse), host cores by thread group and ``vidpipe_overloaded``.
+with ``--device cpu``; groups of pictures shed (``capture.shed_gops``) unless
+``--no-shed-gops``. Per count, over one window after a warm-up, from the daemon's own registry:
+total inferred fps, the worst and mean camera, drops by reason, mean batch and batches per
+second (the time a batch takes to form and go is their inverse), host cores by thread group
+and ``vidpipe_overloaded``.
 
 And, without py-spy, where the threads are: a sampler thread reads every thread's stack with
 ``sys._current_frames()`` every ``--sample-ms`` and counts, for the scheduler, postprocess,
