@@ -152,9 +152,11 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         dmon = start_dmon(args.device)
         before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
         marks = [before]
-        for _ in range(args.periods):
+        for k in range(args.periods):
             time.sleep(args.window / args.periods)
             marks.append(_snapshot(_Scraped(port), names))
+            if args.periods > 1:  # a long hold shows its progress, even if it is cut short
+                _print_period(k, marks[-2], marks[-1], names)
         after, cpu1, t1 = marks[-1], _tree_cpu_s(proc.pid), time.time()
         utilisation = stop_dmon(dmon)
         processes = _Scraped(port).text.count("vidpipe_process_up{")
@@ -193,6 +195,12 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
     }
     point["holds"] = point["worst_share"] >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
     return point
+
+
+def _print_period(k: int, before: dict[str, Any], after: dict[str, Any], names: list[str]) -> None:
+    shares = _shares(before, after, names)
+    p95 = bucket_quantile(before["buckets"], after["buckets"], 0.95)
+    print(f"period {k + 1}: worst share {min(shares):.4f}, p95 {p95} s", flush=True)
 
 
 def _mps_line(log: Path) -> str:

@@ -15,6 +15,8 @@
 #   overload   one process at 40, 60 and 120 cameras: 1.5x and 3x its count (about 200 s)
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
+#   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
+#              (540) and `holdwait`, the next call on the warm machine, collects the result
 #   letterbox  GPU time of one batch's letterbox, PyTorch form against the kernel
 #   f16, f32   the stream set at f16 (host and device inputs, 2 and 4 streams); f32 x3
 #   profile    py-spy's per-thread samples of the f16 host-input point (py-spy from the
@@ -23,6 +25,7 @@
 set -uo pipefail
 ASSETS=${1:?assets dir}; OUT=${2:?out dir}; CLIP=${3:?1080p25 clip}
 STEPS=${4:-tests}
+HOLD_DIR=/tmp/vidpipe-hold  # outside the tree: it outlives the call on a warm machine
 M=$ASSETS/models/yolox_nano.onnx; L=$ASSETS/models/coco80.txt
 rc=0
 step() {  # step NAME COMMAND...: run, log, remember a failure
@@ -58,6 +61,20 @@ for s in $STEPS; do
       --json "$OUT/next-overload.jsonl" ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
+    holdbg)  # the 10-minute hold over two calls: started detached, this call waits in it
+      mkdir -p "$HOLD_DIR" && rm -f "$HOLD_DIR"/hold.*
+      setsid nohup python3 -m benchmarks.gpu_box --model "$M" --labels "$L" --clip "$CLIP" \
+        --cameras 160 --precision f16 --max-batch 64 --batch-timeout-ms 20 --tracking \
+        --warmup 15 --window 600 --periods 12 --json "$HOLD_DIR/hold.jsonl" \
+        > "$HOLD_DIR/hold.log" 2>&1 < /dev/null &
+      echo $! > "$HOLD_DIR/hold.pid"
+      sleep "${HOLD_WAIT_S:-540}"; cp "$HOLD_DIR/hold.log" "$OUT/next-hold.log"
+      tail -n 20 "$HOLD_DIR/hold.log" ;;
+    holdwait)  # the next call, on the same warm machine: wait for the hold, keep its results
+      pid=$(cat "$HOLD_DIR/hold.pid" 2>/dev/null) || { echo "!! no hold was started"; rc=1; }
+      while [[ -n ${pid:-} ]] && kill -0 "$pid" 2>/dev/null; do sleep 5; done
+      cp "$HOLD_DIR"/hold.log "$HOLD_DIR"/hold.jsonl "$OUT"/ 2>/dev/null
+      tail -n 20 "$HOLD_DIR/hold.log"; [[ -s $HOLD_DIR/hold.jsonl ]] || rc=1 ;;
     letterbox) step letterbox python3 -m benchmarks.gpu_letterbox --batch 64 --size 1920x1080
       step letterbox-720p python3 -m benchmarks.gpu_letterbox --batch 64 --size 1280x720 ;;
     f16) bench f16-host f16 host 2,4; bench f16-device f16 device 2,4 ;;
