@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from vidpipe.sinks.record import event_record
 from vidpipe.types import ClipEvent, ReidEvent, TrackEvent
@@ -28,64 +29,30 @@ _LINK_SLACK_S = 2.0
 def insert(conn: sqlite3.Connection, event: TrackEvent | ClipEvent | ReidEvent) -> None:
     """Insert one event's row (inside the caller's transaction); a clip also links its events."""
     record = json.dumps(event_record(event), separators=(",", ":"))
+    conn.execute(_INSERT, (event.wall_time, event.camera, *_columns(event), record))
+    if isinstance(event, ClipEvent):
+        _link(conn, event)
+
+
+def _columns(event: TrackEvent | ClipEvent | ReidEvent) -> tuple[Any, ...]:
+    """The row's kind, label, track, zone, line, clip id, clip URL, crop URL and crop file."""
     if isinstance(event, ReidEvent):
-        conn.execute(
-            _INSERT,
-            (
-                event.wall_time,
-                event.camera,
-                "reid",
-                "",
-                event.track_id,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                record,
-            ),
-        )
-        return
+        return ("reid", "", event.track_id, None, None, None, None, None, None)
     if isinstance(event, ClipEvent):
         tid = event.tracker_ids[0] if event.tracker_ids else None
-        conn.execute(
-            _INSERT,
-            (
-                event.wall_time,
-                event.camera,
-                "clip",
-                event.label,
-                tid,
-                None,
-                None,
-                event.clip_id,
-                event.url,
-                event.crop_url,
-                event.crop_file,
-                record,
-            ),
-        )
-        _link(conn, event)
-        return
-    zone, line = (None, event.where) if event.kind == "cross" else (event.where, None)
-    conn.execute(
-        _INSERT,
-        (
-            event.wall_time,
-            event.camera,
-            event.kind,
+        return (
+            "clip",
             event.label,
-            event.tracker_id,
-            zone,
-            line,
+            tid,
             None,
             None,
-            None,
-            None,
-            record,
-        ),
-    )
+            event.clip_id,
+            event.url,
+            event.crop_url,
+            event.crop_file,
+        )
+    zone, line = (None, event.where) if event.kind == "cross" else (event.where, None)
+    return (event.kind, event.label, event.tracker_id, zone, line, None, None, None, None)
 
 
 def _link(conn: sqlite3.Connection, clip: ClipEvent) -> None:
