@@ -217,8 +217,8 @@ def _search_operations() -> dict[str, Any]:
     return ops
 
 
-def openapi_document() -> dict[str, Any]:
-    """The whole OpenAPI 3.1 document of ``/api/v1``."""
+def _camera_paths() -> dict[str, Any]:
+    """The config and camera operations: read, create, change, remove, pause, resume."""
     name = {"name": "name", "in": "path", "required": True, "schema": NAME_SCHEMA}
     if_match = {"name": "If-Match", "in": "header", "required": False}
     if_match["schema"] = {"type": "string"}
@@ -229,7 +229,7 @@ def openapi_document() -> dict[str, Any]:
         "required": True,
         "content": {"application/merge-patch+json": {"schema": {"type": "object"}}},
     }
-    paths = {
+    paths: dict[str, Any] = {
         "/config": {
             "get": _op("the running config, secrets masked", ("200", "config", "Config"), "401")
         },
@@ -263,12 +263,20 @@ def openapi_document() -> dict[str, Any]:
         "/cameras/{name}/resume": {
             "post": _op("start again", view, "401 403 404 409 412 422", **write)
         },
-        "/events": {"get": _events_operation()},
-        "/search": _search_operations(),
     }
     paths["/cameras/{name}"]["put"]["responses"]["201"] = {
         "description": "created",
         "content": _json("CameraView"),
+    }
+    return paths
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document of ``/api/v1``."""
+    paths = {
+        **_camera_paths(),
+        "/events": {"get": _events_operation()},
+        "/search": _search_operations(),
     }
     return {
         "openapi": "3.1.0",
