@@ -13,7 +13,6 @@ Host cores are the CPU time of the supervisor and its children over the window.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import signal
@@ -151,13 +150,15 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         names = [c.name for c in cfg.cameras]
         dmon = start_dmon(args.device)
         before, cpu0, t0 = _snapshot(_Scraped(port), names), _tree_cpu_s(proc.pid), time.time()
-        marks = [before]
+        after, periods = before, []
         for k in range(args.periods):
             time.sleep(args.window / args.periods)
-            marks.append(_snapshot(_Scraped(port), names))
+            mark = _snapshot(_Scraped(port), names)
+            periods.append(_period(after, mark, names))
+            after = mark
             if args.periods > 1:  # a long hold shows its progress, even if it is cut short
-                _print_period(k, marks[-2], marks[-1], names)
-        after, cpu1, t1 = marks[-1], _tree_cpu_s(proc.pid), time.time()
+                print(f"period {k + 1}: {periods[-1]}", flush=True)
+        cpu1, t1 = _tree_cpu_s(proc.pid), time.time()
         utilisation = stop_dmon(dmon)
         processes = _Scraped(port).text.count("vidpipe_process_up{")
     finally:
@@ -183,24 +184,17 @@ def run_point(args: argparse.Namespace, cameras: int, workdir: Path) -> dict[str
         "gpu_util": utilisation,
         "exit_code": code,
         "mps": _mps_line(workdir / f"box-{cameras}.log"),
-        "periods": [
-            {
-                "worst_share": round(min(_shares(a, b, names)), 4),
-                "p95_latency_s": bucket_quantile(a["buckets"], b["buckets"], 0.95),
-            }
-            for a, b in itertools.pairwise(marks)
-        ]
-        if args.periods > 1
-        else [],
+        "periods": periods if args.periods > 1 else [],
     }
     point["holds"] = point["worst_share"] >= HOLD_SHARE and p95 is not None and p95 <= HOLD_P95_S
     return point
 
 
-def _print_period(k: int, before: dict[str, Any], after: dict[str, Any], names: list[str]) -> None:
-    shares = _shares(before, after, names)
-    p95 = bucket_quantile(before["buckets"], after["buckets"], 0.95)
-    print(f"period {k + 1}: worst share {min(shares):.4f}, p95 {p95} s", flush=True)
+def _period(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    return {
+        "worst_share": round(min(_shares(before, after, names)), 4),
+        "p95_latency_s": bucket_quantile(before["buckets"], after["buckets"], 0.95),
+    }
 
 
 def _mps_line(log: Path) -> str:
