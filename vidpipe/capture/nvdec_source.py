@@ -34,6 +34,13 @@ import numpy.typing as npt
 from vidpipe.capture.decoders import CaptureContext, register_source
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
+from vidpipe.capture.nvdec_memory import (
+    DEFAULT_SIZE,
+    POOL_KEEP,
+    FreeMemory,
+    shortage,
+    torch_free_memory,
+)
 from vidpipe.capture.nvdec_picture import NvdecPicture
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.open_gate import OpenGate, Permit
@@ -173,7 +180,7 @@ class DecoderStream:
         self.handle = int(self.stream.cuda_stream)
         self._driver = driver
         self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
-        self.pool = FramePool()
+        self.pool = FramePool(POOL_KEEP)
 
     def own_copy(self, surface: Any) -> tuple[Any, Any]:
         """A copy of ``surface`` made on the camera's stream and complete on return, and
@@ -250,6 +257,8 @@ class NvdecSource:
             the CUDA event that marks it complete (default ``DecoderStream.own_copy``).
         cuda: makes the decoder's context and stream (``DecoderStream``) when no reader is
             given.
+        free_memory: bytes free on a GPU, asked before each open (``nvdec_memory.py``);
+            default ``torch_free_memory`` when no reader is given, else no check.
     """
 
     def __init__(
@@ -261,6 +270,7 @@ class NvdecSource:
         reader: NvdecReader | PrefetchNvdecReader | None = None,
         own_copy: Callable[[Any], tuple[Any, Any]] | None = None,
         cuda: Callable[[int], DecoderStream] = DecoderStream,
+        free_memory: FreeMemory | None = None,
     ) -> None:
         self._prefetch = 0 if camera.is_stream else defaults.nvdec_prefetch
         self._open_limit = defaults.nvdec_open_concurrency
@@ -271,6 +281,7 @@ class NvdecSource:
         self._url = camera.url
         self._reader = reader
         self._make_cuda = cuda
+        self._free_memory = free_memory if free_memory or reader else torch_free_memory
         self._cuda: DecoderStream | None = None
         self._own_copy = own_copy
         self._info = SourceInfo(0, 0, None)
@@ -342,6 +353,8 @@ class NvdecSource:
         if not self._attributed:  # lines the library prints to fd 2 may name this camera
             self._attributed = True
             attribute_camera(self._camera, self._url)
+        known = (self._info.width, self._info.height) if self._info.width > 0 else DEFAULT_SIZE
+        self._check_memory(known)
         reader = self._open_reader()
         try:
             with GPU_GATE.work(), self._stream():
@@ -351,11 +364,27 @@ class NvdecSource:
         if opened.width <= 0 or opened.height <= 0:
             reader.close()
             raise SourceError("no_frames", "NVDEC found no video stream")
+        if opened.width * opened.height > known[0] * known[1]:
+            try:  # larger than assumed: ask again before the first frame is decoded
+                self._check_memory((opened.width, opened.height))
+            except SourceError:
+                reader.close()
+                raise
         self._info = SourceInfo(opened.width, opened.height, opened.fps)
         if not self._session:
             self._session = True
             self._shared.stats.opened(1)
         return self._info
+
+    def _check_memory(self, size: tuple[int, int]) -> None:
+        """Refuse to open (``open_failed``) when the GPU lacks the memory for this camera
+        and for the others of the pipeline that are starting with it."""
+        if self._free_memory is None:
+            return
+        starting = max(1, self._shared.opening.opening)
+        why = shortage(self.gpu, size, self._prefetch, self._free_memory, starting)
+        if why is not None:
+            raise SourceError("open_failed", why)
 
     def read(self) -> NvdecPicture | None:
         """The next frame, its copy out of the decoder deferred (``NvdecPicture``)."""
