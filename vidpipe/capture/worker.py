@@ -407,8 +407,10 @@ class CaptureWorker:
             return True
         fps = session.info.fps if session.info else None
         delay_s = self._pacer.advance_s(undecoded, self._clock(), fps)
+        if delay_s <= 0:  # due already: no wait, so nothing to hide from the stall watchdog
+            return True
         with session.not_idle(self._clock):  # a shed group's wait may exceed the stall timeout
-            return delay_s <= 0 or not session.cancel.wait(delay_s)
+            return not session.cancel.wait(delay_s)
 
     def _wait_for_consumer(self, session: Session) -> bool:
         """Files: decode the next frame only once the last one was taken (no stale frames)."""
