@@ -220,32 +220,8 @@ class OpenVINOBackend:
         self._output_orders = rewrites.output_orders
         self._compiled = self._compile(model, cfg, model_path)
         optimal = int(self._compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-        # The design rule: about twice the device's concurrency, so every stream has its next
-        # request queued when one finishes. `vidpipe bench` A/B on 2 cores
-        # (benchmarks/results/ab-vidpipe-defaults.md): 4 requests vs 2 gave +1.6 % fps at 4
-        # cameras and a tie at 8, 100 % CPU instead of 98 %, and about +60 ms p50 latency.
-        # Under the latency hint (one stream) as well: the scheduler's in-flight cap keeps the
-        # second request out of the device's queue while one camera runs, and letterboxes
-        # into it meanwhile, so that the stream does not wait for the letterbox.
-        self.capacity = cfg.advanced.num_requests or 2 * optimal
-        # With the default pool the scheduler may keep fewer requests in flight when fewer
-        # cameras than requests have frames (``Scheduler``): never fewer than one per stream.
-        # An explicit ``advanced.num_requests`` is kept as given (None: no cap).
         streams = int(self._compiled.get_property("NUM_STREAMS"))
-        self.in_flight_floor = (
-            None if cfg.advanced.num_requests else max(1, min(streams, self.capacity))
-        )
-        # File cameras' decodes are timed to this pool's requests, and completions are
-        # postprocessed on the scheduler's thread between submissions: that thread mostly
-        # waits for exactly those completions (a free request) anyway
-        # (``vidpipe.schedule.completions``).
-        self.hints = SchedulingHints(
-            capacity=self.capacity,
-            in_flight_floor=self.in_flight_floor,
-            uses_every_core=cfg.device.upper() == "CPU" and streams == 1,
-            time_turns=True,
-            completions_on_scheduler=True,
-        )
+        self._size_pool(cfg, optimal, streams)
         self._queue = ov.AsyncInferQueue(self._compiled, self.capacity)
         self._queue.set_callback(self._on_complete)
         # Each request's own input tensor, lent to the scheduler in turn (the Tensor objects
@@ -265,9 +241,48 @@ class OpenVINOBackend:
         self._suspects: dict[int, float] = {}  # submission -> first seen idle without callback
         self._last_stuck_check = 0.0
         self.callback_errors = 0
+        self.info = self._describe(model, cfg, model_path, rewrites.describe(), optimal, streams)
+
+    def _size_pool(self, cfg: OpenVINOConfig, optimal: int, streams: int) -> None:
+        """The request pool's size, the scheduler's in-flight floor and its hints."""
+        # The design rule: about twice the device's concurrency, so every stream has its next
+        # request queued when one finishes. `vidpipe bench` A/B on 2 cores
+        # (benchmarks/results/ab-vidpipe-defaults.md): 4 requests vs 2 gave +1.6 % fps at 4
+        # cameras and a tie at 8, 100 % CPU instead of 98 %, and about +60 ms p50 latency.
+        # Under the latency hint (one stream) as well: the scheduler's in-flight cap keeps the
+        # second request out of the device's queue while one camera runs, and letterboxes
+        # into it meanwhile, so that the stream does not wait for the letterbox.
+        self.capacity = cfg.advanced.num_requests or 2 * optimal
+        # With the default pool the scheduler may keep fewer requests in flight when fewer
+        # cameras than requests have frames (``Scheduler``): never fewer than one per stream.
+        # An explicit ``advanced.num_requests`` is kept as given (None: no cap).
+        self.in_flight_floor = (
+            None if cfg.advanced.num_requests else max(1, min(streams, self.capacity))
+        )
+        # File cameras' decodes are timed to this pool's requests, and completions are
+        # postprocessed on the scheduler's thread between submissions: that thread mostly
+        # waits for exactly those completions (a free request) anyway
+        # (``vidpipe.schedule.completions``).
+        self.hints = SchedulingHints(
+            capacity=self.capacity,
+            in_flight_floor=self.in_flight_floor,
+            uses_every_core=cfg.device.upper() == "CPU" and streams == 1,
+            time_turns=True,
+            completions_on_scheduler=True,
+        )
+
+    def _describe(
+        self,
+        model: ov.Model,
+        cfg: OpenVINOConfig,
+        model_path: Path,
+        rewrites: str,
+        optimal: int,
+        streams: int,
+    ) -> BackendInfo:
         hint = self._compiled.get_property("INFERENCE_PRECISION_HINT")
         precision = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
-        self.info = BackendInfo(
+        return BackendInfo(
             backend="openvino",
             device=cfg.device,
             model=model_path.name,
@@ -277,8 +292,7 @@ class OpenVINOBackend:
             requests=self.capacity,
             streams=streams,
             optimal_requests=optimal,
-            runtime=f"openvino {ov.__version__.split('-')[0]}, graph rewrites: "
-            f"{rewrites.describe()}",
+            runtime=f"openvino {ov.__version__.split('-')[0]}, graph rewrites: {rewrites}",
         )
 
     def _warm_up(self) -> None:
