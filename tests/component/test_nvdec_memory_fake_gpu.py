@@ -7,20 +7,22 @@ the real ones. tests/gpu/test_nvdec_memory_gpu.py fills a real GPU's memory inst
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 
-import numpy as np
 import pytest
 
 from tests.component.capture_rig import until
-from tests.component.test_nvdec_source_fake_gpu import FAST, Rig, _surface, _tags
+from tests.component.test_nvdec_source_fake_gpu import (
+    FAST,
+    Rig,
+    _tags,
+    fake_nvdec,  # noqa: F401 (a fixture)
+)
 from tests.unit.test_nvdec_fake_gpu import FakeCodec, FakeDemuxer
-from vidpipe.capture.decoders import CaptureContext, decoder_kind
-from vidpipe.capture.nvdec import NvdecReader
+from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.nvdec_memory import MIB, RESERVE_BYTES, camera_bytes, shortage
-from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.source import SourceError
-from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
+from vidpipe.config import CAPTURE_DECODERS, CameraConfig
 from vidpipe.types import CameraState
 
 
@@ -78,31 +80,13 @@ class UhdCodec(FakeCodec):
         return demuxer
 
 
-def _install(monkeypatch: pytest.MonkeyPatch, codec: FakeCodec, memory: Memory) -> None:
-    """The ``nvdec`` decoder over the fake codec, the GPU's free memory ``memory``."""
-
-    def factory(cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> NvdecSource:
-        reader = NvdecReader(cam.url, gpu=cam.gpu or 0, codec=codec, to_tensor=_surface)
-        return NvdecSource(
-            cam,
-            defaults,
-            shared=ctx.shared(NvdecShared),
-            reader=reader,
-            own_copy=lambda s: (np.copy(s), None),
-            free_memory=memory,
-        )
-
-    kind = dataclasses.replace(decoder_kind("nvdec"), source=factory)
-    monkeypatch.setitem(CAPTURE_DECODERS.factories, "nvdec", kind)
-
-
 @pytest.mark.timeout(20)
 def test_a_camera_that_does_not_fit_backs_off_and_opens_once_memory_is_freed_fake_gpu(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_nvdec: Callable[..., None],  # noqa: F811 (the fixture imported above)
 ) -> None:
     codec = FakeCodec(packets=3, delay=0)
     memory = Memory(free=RESERVE_BYTES)  # nothing left for a decoder
-    _install(monkeypatch, codec, memory)
+    fake_nvdec(codec, free_memory=memory)
     with Rig(codec, gpu=2) as rig:
         until(lambda: rig.sample("vidpipe_camera_errors_total", reason="open_failed") >= 2)
         assert CameraState.BACKOFF in rig.states
@@ -115,12 +99,12 @@ def test_a_camera_that_does_not_fit_backs_off_and_opens_once_memory_is_freed_fak
 
 
 def test_a_stream_larger_than_assumed_is_checked_again_and_closed_fake_gpu(
-    monkeypatch: pytest.MonkeyPatch,
+    fake_nvdec: Callable[..., None],  # noqa: F811 (the fixture imported above)
 ) -> None:
     # Enough for a 1080p camera (the size assumed before the first open), not for 4K.
     memory = Memory(free=camera_bytes(1920, 1080, 4) + RESERVE_BYTES)
     codec = UhdCodec(packets=3, delay=0)
-    _install(monkeypatch, codec, memory)
+    fake_nvdec(codec, free_memory=memory)
     cam = CameraConfig(name="big", url="file:///clips/4k.mp4")
     source = CAPTURE_DECODERS.factories["nvdec"].source(
         cam, FAST.model_copy(update={"nvdec_prefetch": 4}), CaptureContext()

@@ -101,11 +101,11 @@ class Rig:
 
 
 @pytest.fixture
-def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeCodec], None]:
+def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Make the ``nvdec`` decoder open its cameras through a fake PyNvVideoCodec (its hooks
-    stay the real ones)."""
+    stay the real ones); keyword arguments go to each ``NvdecSource``."""
 
-    def install(codec: FakeCodec) -> None:
+    def install(codec: FakeCodec, **source: Any) -> None:
         def factory(cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> NvdecSource:
             reader = NvdecReader(cam.url, gpu=cam.gpu or 0, codec=codec, to_tensor=_surface)
             return NvdecSource(
@@ -114,6 +114,7 @@ def fake_nvdec(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeCodec], None]:
                 shared=ctx.shared(NvdecShared),
                 reader=reader,
                 own_copy=lambda s: (np.copy(s), None),
+                **source,
             )
 
         kind = dataclasses.replace(decoder_kind("nvdec"), source=factory)
