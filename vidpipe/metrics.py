@@ -63,11 +63,13 @@ class CameraMetrics:
         if reason in SHED_REASONS:
             self.metrics.load.shed += n
 
-    def undecoded(self, skipped: int, shed: int) -> None:
-        """Frames the source left undecoded: unused by detection (``decimated``), or shed with
-        their group of pictures (``gop_shed``)."""
-        if skipped:
-            self.drop("decimated", skipped)
+    def undecoded(self, unused: int, unread: int, shed: int) -> None:
+        """Frames the source left undecoded: unused by detection (``decimated``), replacing an
+        untaken frame (``mailbox_full``), or shed with their group of pictures (``gop_shed``)."""
+        if unused:
+            self.drop("decimated", unused)
+        if unread:
+            self.drop("mailbox_full", unread)
         if shed:
             self.drop("gop_shed", shed)
 

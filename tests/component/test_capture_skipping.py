@@ -61,19 +61,40 @@ def test_skipper_counts_only_the_marked_frames_that_never_came_out() -> None:
     tb = Fraction(1, 10)
     skipper = NonRefSkipper(lambda ahead_s: ahead_s > 0.25)  # only frames 3+ ahead wanted
     assert not skipper.may_skip(0, tb)  # nothing handed yet: nothing to measure from
-    assert skipper.handed(0) == 0
+    assert skipper.handed(0) == (0, 0)
     assert skipper.may_skip(1, tb) and skipper.may_skip(2, tb)
     assert not skipper.may_skip(3, tb)
     assert not skipper.may_skip(None, tb)
     # frame 2 was a reference frame after all (decoded); frame 1 was skipped
-    assert skipper.handed(2) == 1
-    assert skipper.handed(3) == 0
+    assert skipper.handed(2) == (1, 0)
+    assert skipper.handed(3) == (0, 0)
     assert skipper.may_skip(4, tb)  # measured from frame 3 now: 0.1 s ahead
-    assert skipper.handed(9) == 1
+    assert skipper.handed(9) == (1, 0)
     # timestamps restart (a new pass): old marks are forgotten, not counted
     assert skipper.may_skip(10, tb)
-    assert skipper.handed(0) == 0
-    assert skipper.handed(20) == 0
+    assert skipper.handed(0) == (0, 0)
+    assert skipper.handed(20) == (0, 0)
+
+
+def test_skipper_counts_frames_left_because_the_last_one_waited_apart() -> None:
+    tb = Fraction(1, 10)
+    waits = {"now": False}
+    skipper = NonRefSkipper(lambda ahead_s: ahead_s > 0.15, lambda: waits["now"])
+    assert skipper.handed(0) == (0, 0)
+    assert skipper.may_skip(1, tb)  # unused: detection would not take it
+    assert not skipper.may_skip(2, tb)  # wanted, and nothing waits
+    waits["now"] = True
+    assert skipper.may_skip(3, tb)  # wanted, but the frame before still waits
+    assert skipper.may_skip(4, tb)
+    # 1 and 3 never came out; 4 was a reference frame (decoded, handed on)
+    assert skipper.handed(4) == (1, 1)
+    waits["now"] = False
+    assert not skipper.may_skip(6, tb)
+    only_held_back = NonRefSkipper(None, lambda: waits["now"])  # no detect_fps
+    only_held_back.handed(0)
+    assert not only_held_back.may_skip(1, tb)
+    waits["now"] = True
+    assert only_held_back.may_skip(2, tb) and only_held_back.handed(3) == (0, 1)
 
 
 @pytest.mark.parametrize("jitter", [0.0, 0.3])
@@ -123,3 +144,39 @@ def test_a_looping_file_that_skips_counts_every_frame_of_every_pass(
     assert taken + waiting + decimated == captured  # counters add up across passes
     seqs = [f.seq for f in rig.collector.of("loop")]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+@pytest.mark.timeout(60)
+def test_a_live_camera_ahead_of_its_consumer_leaves_frames_undecoded_and_counts_them(
+    rig: Rig, videos: Path, sources: list[PyAVSource]
+) -> None:
+    """A live camera (``newest``) whose consumer takes a frame only every 20 ms while the
+    walkway clip decodes in about 1 ms a frame: most frames find the one before untaken. The
+    non-reference ones among them are left undecoded and counted as ``mailbox_full``; every
+    frame that reaches the consumer is, pixel for pixel, the frame a full decode gives at its
+    number, and every frame of the clip is counted once."""
+    clip = str(videos / f"{PERSON}.mp4")
+    reference, _ = rig.worker("reference", clip, "block")
+    reference.start()
+    full = {f.seq: f for f in rig.collector.wait_count("reference", PERSON_FRAMES, 30)}
+    rig.collector.take_interval_s = 0.02
+    live, states = rig.worker("live", clip, "newest")
+    live.start()
+    states.wait_for(CameraState.STOPPED, 40)
+    rig.collector.take_interval_s = 0.0
+    time.sleep(0.2)  # the consumer takes the last frame
+    taken = rig.collector.of("live")
+    source = sources[-1]
+    assert source.skipped_unread > 0.2 * PERSON_FRAMES, "B-frames behind an untaken frame"
+    assert source.skipped == 0, "no detect_fps: no frame is unused"
+    for frame in taken:
+        digest = hashlib.sha256(frame.image.tobytes()).hexdigest()
+        assert digest == hashlib.sha256(full[frame.seq].image.tobytes()).hexdigest(), frame.seq
+
+    def dropped(reason: str) -> float:
+        return rig.value("vidpipe_frames_dropped_total", camera="live", reason=reason)
+
+    assert dropped("mailbox_full") >= source.skipped_unread
+    captured = rig.value("vidpipe_frames_captured_total", camera="live")
+    assert captured == PERSON_FRAMES
+    assert len(taken) + dropped("mailbox_full") + dropped("overwritten") == captured

@@ -37,7 +37,7 @@ from vidpipe.capture.ffmpeg_log import last_error as ffmpeg_last_error
 from vidpipe.capture.ffmpeg_log import opening
 from vidpipe.capture.group_budget import GroupBudget
 from vidpipe.capture.pyav_packets import tap_packet
-from vidpipe.capture.skipping import NonRefSkipper, Wanted
+from vidpipe.capture.skipping import HeldBack, NonRefSkipper, Wanted
 from vidpipe.capture.source import (
     Luma,
     PacketListener,
@@ -190,7 +190,8 @@ class PyAVSource:
         self._fitters: dict[tuple[str, int, int], YuvFitter] = {}
         self.conversions = 0  # frames converted to BGR whole (``PyAVPicture.image``)
         self.fittings = 0  # frames converted at a model's size only (``PyAVPicture.image_for``)
-        self.skipped = 0  # frames left undecoded (``skip_unwanted``), in all
+        self.skipped = 0  # frames left undecoded as unused (``skip_unwanted``), in all
+        self.skipped_unread = 0  # ... as they would replace an untaken frame (``held_back``)
         self.shed = 0  # frames left undecoded with their group of pictures (``shed_groups``)
         self._skipper: NonRefSkipper | None = None
         self._budget: GroupBudget | None = None
@@ -234,10 +235,12 @@ class PyAVSource:
             self._bsf = BitStreamFilterContext(_ANNEXB_FILTERS[ctx.name], self._stream)
         return self._info
 
-    def skip_unwanted(self, wanted: Wanted | None) -> None:
+    def skip_unwanted(self, wanted: Wanted | None, held_back: HeldBack | None = None) -> None:
         """Let the decoder skip non-reference frames that ``wanted`` says detection will
-        not use (``vidpipe/capture/skipping.py``); None decodes every frame."""
-        self._skipper = None if wanted is None else NonRefSkipper(wanted)
+        not use, or that would replace a frame ``held_back`` says still waits
+        (``vidpipe/capture/skipping.py``); both None decodes every frame."""
+        skips = wanted is not None or held_back is not None
+        self._skipper = NonRefSkipper(wanted, held_back) if skips else None
 
     def shed_groups(self, budget: GroupBudget | None) -> None:
         """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
@@ -251,7 +254,9 @@ class PyAVSource:
             self._decode_next()
         frame = self._pending.popleft()
         if self._skipper is not None:
-            self.skipped += self._skipper.handed(frame.pts)
+            unused, unread = self._skipper.handed(frame.pts)
+            self.skipped += unused
+            self.skipped_unread += unread
         listener = self.packet_listener
         if listener is not None:
             listener.frame(frame.pts)

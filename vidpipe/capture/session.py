@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 from vidpipe.capture.group_budget import GroupBudget
 from vidpipe.capture.source import Source, SourceInfo
@@ -69,10 +70,9 @@ class Session:
         self.epoch = 0  # Frame.epoch of this session's current pass
         self.waiting = False  # for the consumer or a turn to open: not a stall (not_idle)
         self.pass_frames = 0  # frames of the current file pass
-        self.skipped = 0  # frames the source left undecoded, accounted so far
-        self.shed = 0  # of those, left undecoded with their group of pictures
+        self._undecoded = Undecoded(0, 0, 0)  # what the source left undecoded, accounted so far
         self.budget: GroupBudget | None = None  # the shedding of groups, if on
-        self._skipping_source: Source | None = None  # the source ``skipped`` counts for
+        self._skipping_source: Source | None = None  # the source ``_undecoded`` counts for
         self._lag_base: float | None = None  # least wall minus stream time (``lag_s``)
         self.last_progress_s = now_s
 
@@ -106,18 +106,29 @@ class Session:
             self._lag_base = offset
         return offset - self._lag_base
 
-    def take_skipped(self) -> tuple[int, int]:
-        """Frames the source left undecoded since the last call: skipped as unused
-        (``capture/skipping.py``), and shed with their group of pictures
-        (``capture/group_budget.py``). A looping file may open a new source within the
-        session: its counts start at 0."""
+    def take_skipped(self) -> Undecoded:
+        """Frames the source left undecoded since the last call: skipped as unused or as
+        they would replace an untaken frame (``capture/skipping.py``), and shed with their
+        group of pictures (``capture/group_budget.py``). A looping file may open a new
+        source within the session: its counts start at 0."""
         source = self.source
         if source is not self._skipping_source:
-            self._skipping_source, self.skipped, self.shed = source, 0, 0
-        skipped, shed = getattr(source, "skipped", 0), getattr(source, "shed", 0)
-        new = (skipped - self.skipped, shed - self.shed)
-        self.skipped, self.shed = skipped, shed
-        return new
+            self._skipping_source, self._undecoded = source, Undecoded(0, 0, 0)
+        now = Undecoded(
+            getattr(source, "skipped", 0),
+            getattr(source, "skipped_unread", 0),
+            getattr(source, "shed", 0),
+        )
+        before, self._undecoded = self._undecoded, now
+        return Undecoded(*(n - b for n, b in zip(now, before, strict=True)))
+
+
+class Undecoded(NamedTuple):
+    """Frames a source left undecoded, by reason (``Session.take_skipped``)."""
+
+    unused: int  # counted ``decimated``
+    unread: int  # counted ``mailbox_full``
+    shed: int  # counted ``gop_shed``
 
 
 def join_threads(

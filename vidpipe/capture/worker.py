@@ -333,6 +333,8 @@ class CaptureWorker:
         session.budget = leave_undecoded(
             source, info.fps, self.camera, self._defaults, self._decimator, self._mailbox.policy,
             self._context.shared(SharedShare),
+            # the last due frame still waits: _emit would drop the next as mailbox_full
+            lambda: self._last_due >= 0 and self._mailbox.unread_seq() == self._last_due,
         )  # fmt: skip
         session.info = info
         session.epoch = next(_EPOCHS)
@@ -440,7 +442,7 @@ class CaptureWorker:
         return self._open(session)
 
     def _emit(
-        self, session: Session, picture: Picture, fresh: bool, undecoded: tuple[int, int]
+        self, session: Session, picture: Picture, fresh: bool, undecoded: tuple[int, ...]
     ) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
@@ -450,9 +452,9 @@ class CaptureWorker:
         let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
-        skipped, shed = undecoded  # unused, and shed with their group of pictures
+        left = sum(undecoded)  # frames before this one that were never decoded
         with self._seq_lock:
-            seq = self._seq + skipped + shed
+            seq = self._seq + left
             self._seq = seq + 1
         if session.seq0 is None:
             session.seq0 = seq
@@ -463,10 +465,10 @@ class CaptureWorker:
             session.last_progress_s = now
             self._last_frame_s = now
         self._frame_times.append(now)
-        self._metrics.captured.inc(skipped + shed + 1)
-        if skipped or shed:  # most frames: no list built, no extra counter call
-            self._frame_times.extend([now] * (skipped + shed))
-            self._metrics.undecoded(skipped, shed)
+        self._metrics.captured.inc(left + 1)
+        if left:  # most frames: no list built, no extra counter call
+            self._frame_times.extend([now] * left)
+            self._metrics.undecoded(*undecoded)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
         if fps and self._mailbox.policy == "newest":  # live: the reader should keep pace
