@@ -71,8 +71,9 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
         "nvdec_prefetch": args.nvdec_prefetch,
         "nvdec_open_concurrency": args.nvdec_open_concurrency,
     }
-    if hasattr(args, "shed_gops"):  # a bench that varies it; the others keep the product's
-        capture["shed_gops"] = args.shed_gops
+    for key in ("shed_gops", "skip_unused_frames"):  # a bench that varies them; the others
+        if hasattr(args, key):  # keep the product's defaults
+            capture[key] = getattr(args, key)
     return Config.model_validate(
         {
             "model": {"path": str(args.model), "labels": str(args.labels)},

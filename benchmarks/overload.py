@@ -9,10 +9,12 @@ The real daemon (``vidpipe.daemon.Daemon``, built through ``vidpipe.assemble``),
 mailboxes: a frame not taken before the next one is overwritten and counted), NVDEC and torch
 with ``--device cuda`` (PyAV's decoding on the CPU with ``--decoder pyav``), PyAV and OpenVINO
 with ``--device cpu``; groups of pictures shed (``capture.shed_gops``) unless
-``--no-shed-gops``. Per count, over one window after a warm-up, from the daemon's own registry:
-total inferred fps, the worst and mean camera, drops by reason, mean batch and batches per
-second (the time a batch takes to form and go is their inverse), host cores by thread group
-and ``vidpipe_overloaded``.
+``--no-shed-gops``; non-reference frames that would only replace an untaken one left
+undecoded (``capture.skip_unused_frames``) unless ``--no-skip-unused-frames``. Per count,
+over one window after a warm-up, from the daemon's own registry: total inferred fps, the
+worst and mean camera, drops by reason, mean batch and batches per second (the time a batch
+takes to form and go is their inverse), host cores by thread group and
+``vidpipe_overloaded``.
 
 And, without py-spy, where the threads are: a sampler thread reads every thread's stack with
 ``sys._current_frames()`` every ``--sample-ms`` and counts, for the scheduler, postprocess,
@@ -205,6 +207,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "lag_max_s": after["lag_max_s"],
         "reader_nice": args.reader_nice,
         "shed_gops": args.shed_gops,
+        "skip_unused_frames": args.skip_unused_frames,
         "gpu_util": utilisation,
         "stacks": stacks,
     }
@@ -287,6 +290,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="shed_gops",
         action="store_false",
         help="capture.shed_gops: false (decode every frame, shed after decoding)",
+    )
+    p.add_argument(
+        "--no-skip-unused-frames",
+        dest="skip_unused_frames",
+        action="store_false",
+        help="capture.skip_unused_frames: false (decode the non-reference frames that would "
+        "only replace an untaken one, too)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p

@@ -40,10 +40,11 @@ Wanted = Callable[[float], bool]
 """``wanted(ahead_s)``: would a frame ``ahead_s`` seconds after the last frame handed to the
 worker be passed to detection? Only asked for frames the decoder has not produced yet."""
 
-HeldBack = Callable[[], bool]
-"""``held_back()``: does the last due frame handed to the worker of a live camera still wait,
-untaken, in its mailbox? The worker would drop the next frame unmade then (``mailbox_full``),
-so the decoder may as well leave it undecoded if nothing is predicted from it."""
+HeldBack = Callable[[], int]
+"""``held_back()``: how many frames in a row the decoder of a live camera may leave undecoded
+now, as the last due frame handed to the worker still waits, untaken, in its mailbox (0: it
+was taken). The worker would drop the next frame unmade (``mailbox_full``), so the decoder may
+as well leave it undecoded if nothing is predicted from it."""
 
 
 class Skipped(NamedTuple):
@@ -61,7 +62,8 @@ class NonRefSkipper:
 
     Args:
         wanted: whether detection would use a frame (None: every frame).
-        held_back: whether the frame handed last still waits untaken (None: never asked).
+        held_back: how many frames in a row may go as the frame handed last still waits
+            untaken (None: never asked).
             Past what inference takes, a live camera drops the frame after an untaken one
             before converting it; with B-frames, most such frames need not be decoded
             either, and the shares per camera stay as even as the mailbox makes them.
@@ -80,7 +82,9 @@ class NonRefSkipper:
         if pts is None or anchor is None or time_base is None or pts <= anchor:
             return False  # nothing to measure from yet, or time went backwards
         if self._wanted is None or self._wanted(float((pts - anchor) * time_base)):
-            if self._held_back is None or not self._held_back():
+            # ``held_back`` says how many in a row may go (``OnceInARow.held_back``: one)
+            allowed = 0 if self._held_back is None else self._held_back()
+            if len(self._unread) >= allowed:
                 return False
             self._unread.add(pts)
         bisect.insort(self._marked, pts)

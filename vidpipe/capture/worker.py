@@ -33,7 +33,7 @@ from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.ffmpeg_log import attributed_to
 from vidpipe.capture.group import group_size_of
 from vidpipe.capture.group_budget import SharedShare
-from vidpipe.capture.mailbox import FrameSink
+from vidpipe.capture.mailbox import FrameSink, OnceInARow
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import Outcome, Session, check_transition, join_threads, watch
@@ -107,7 +107,7 @@ class CaptureWorker:
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._seq = 0
         self._seq_lock = threading.Lock()
-        self._last_due = -1  # the seq of the last frame the decimator passed (-1: none yet)
+        self._once = OnceInARow(mailbox)  # the live mailbox's drop rule
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self._session: Session | None = None
@@ -333,8 +333,7 @@ class CaptureWorker:
         session.budget = leave_undecoded(
             source, info.fps, self.camera, self._defaults, self._decimator, self._mailbox.policy,
             self._context.shared(SharedShare),
-            # the last due frame still waits: _emit would drop the next as mailbox_full
-            lambda: self._last_due >= 0 and self._mailbox.unread_seq() == self._last_due,
+            self._once.held_back,
         )  # fmt: skip
         session.info = info
         session.epoch = next(_EPOCHS)
@@ -345,7 +344,7 @@ class CaptureWorker:
 
     def _read_frames(self, session: Session) -> None:
         self._decimator.reset()
-        self._last_due = -1  # a frame of the last session never holds back the first
+        self._once.reset()
         if self._motion is not None:
             self._motion.reset()
         if self._pacer is not None:
@@ -483,14 +482,12 @@ class CaptureWorker:
         # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
         # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
-        previous, self._last_due = self._last_due, seq
-        if self._mailbox.policy == "newest":
-            unread = self._mailbox.unread_seq()
-            if session.budget is not None:  # what a frame waiting now says of its group
-                session.budget.due(taken=unread is None)
-            if unread == previous:
-                self._metrics.drop("mailbox_full")
-                return True
+        drop, waiting = self._once.drop(seq, undecoded=undecoded[1] > 0)
+        if session.budget is not None:  # what a frame waiting now says of its group
+            session.budget.due(taken=waiting is None)
+        if drop:
+            self._metrics.drop("mailbox_full")
+            return True
         # config validation keeps the motion gate (a CPU comparison) off nvdec cameras
         still_frames: int | None = 0
         if self._motion is not None and not self._on_device(picture):

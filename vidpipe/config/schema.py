@@ -106,9 +106,10 @@ class CaptureConfig(ConfigModel):
     decoder_threads: int = Field(1, ge=0, description="FFmpeg decoder threads per camera")
     skip_unused_frames: bool = Field(
         True,
-        description="with detect_fps below the stream's rate, let the decoder skip the "
-        "non-reference frames that detection would not use (pyav); they are counted as "
-        "captured and decimated",
+        description="let the decoder skip the non-reference frames that would only be "
+        "dropped (pyav): with detect_fps below the stream's rate, those detection would not "
+        "use (counted as decimated); on a live camera, one that would replace a frame still "
+        "waiting for inference (counted as mailbox_full)",
     )
     shed_gops: bool = Field(
         False,
