@@ -13,8 +13,9 @@ reports, from the moment the process was started:
     python -m benchmarks.startup --inference torch --decoder nvdec --cameras 32 \\
         --clip car-1080p25.mp4 --model yolox_nano.onnx --labels coco80.txt
 
-``--stream-while-loading`` sets ``inference.stream_while_loading`` (torch): the cameras start
-before the model loads. It works on the CPU as well (``--inference openvino --decoder pyav``).
+A GPU config streams while its model loads (``inference.stream_while_loading``, on by
+default); ``--model-first`` sets it false, so that the model opens before the cameras. It works
+on the CPU as well (``--inference openvino --decoder pyav``).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def config(args: argparse.Namespace, port: int) -> dict[str, Any]:
             "type": "torch",
             "precision": args.precision,
             "advanced": {"streams": args.streams, "max_batch": args.max_batch},
-            "stream_while_loading": args.stream_while_loading,
         }
+        if args.model_first:
+            inference["stream_while_loading"] = False
     camera: dict[str, Any] = {"url": str(args.clip), "loop": True, "realtime": True}
     if args.decoder == "nvdec":
         camera["decoder"] = "nvdec"
@@ -146,9 +148,9 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument(
-        "--stream-while-loading",
+        "--model-first",
         action="store_true",
-        help="torch: inference.stream_while_loading (cameras stream while the model loads)",
+        help="torch: inference.stream_while_loading false (the model opens before the cameras)",
     )
     p.add_argument("--seconds", type=float, default=120.0, help="give up after this long")
     p.add_argument("--log-dir", type=Path, help="keep each run's daemon log here")

@@ -296,11 +296,12 @@ class GpuConfig(InferenceConfigBase):
         description="tuning knobs: streams, batching, TensorRT build, CUDA graphs",
     )
     stream_while_loading: bool = Field(
-        False,
+        True,
         description="start the HTTP server and the cameras before the model loads: the page "
         "and /metrics answer and the cameras stream within seconds, their frames counted as "
         "dropped 'starting' until inference runs; the decoding slows the model's load, so "
-        "the first detection comes later (docs/gpu.md). Applies at the next start",
+        "the first detection comes later (docs/gpu.md); false opens the model first. "
+        "Applies at the next start",
     )
 
     @field_validator("devices")
