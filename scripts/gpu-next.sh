@@ -19,6 +19,9 @@
 #              (540) and `holdwait`, the next call on the warm machine, collects the result
 #   letterbox  GPU time of one batch's letterbox, PyTorch form against the kernel
 #   f16, f32   the stream set at f16 (host and device inputs, 2 and 4 streams); f32 x3
+#   startup    seconds from `vidpipe run` until the first and every camera streams, and the
+#              first frame is inferred: 32 cameras with the model opened first, then 32 and
+#              160 at the default (cameras stream while the model loads); about 150 s
 #   profile    py-spy's per-thread samples of the f16 host-input point (py-spy from the
 #              wheelhouse: gpu-wheels.sh --py-spy)
 # Exit code: 1 if any step failed.
@@ -79,6 +82,11 @@ for s in $STEPS; do
       step letterbox-720p python3 -m benchmarks.gpu_letterbox --batch 64 --size 1280x720 ;;
     f16) bench f16-host f16 host 2,4; bench f16-device f16 device 2,4 ;;
     f32) for r in 1 2 3; do bench "f32-host-$r" f32 host 2; done ;;
+    startup) for a in --model-first ''; do  # the first run converts the model into the cache
+      step "startup${a}" python3 -m benchmarks.startup --inference torch --decoder nvdec \
+        --cameras 32 --clip "$CLIP" --model "$M" --labels "$L" $a; done
+      step startup-160 python3 -m benchmarks.startup --inference torch --decoder nvdec \
+        --cameras 160 --clip "$CLIP" --model "$M" --labels "$L" ;;
     profile) step profile "${SITE:-/tmp/vidpipe-site}/bin/py-spy" record -r 250 --threads --nonblocking -f raw \
       -o "$OUT/next-profile.txt" -- python3 -m benchmarks.gpu \
       --model "$ASSETS/models/yolox_nano.onnx" --labels "$ASSETS/models/coco80.txt" \
