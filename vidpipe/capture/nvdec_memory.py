@@ -40,12 +40,17 @@ def camera_bytes(width: int, height: int, prefetch: int) -> int:
     return pictures * width * height * 3 // 2
 
 
-def torch_free_memory(gpu: int) -> int:
-    """Bytes the driver reports free on ``gpu`` (``torch.cuda.mem_get_info``)."""
+def torch_memory(gpu: int) -> tuple[int, int]:
+    """Bytes the driver reports free and in all on ``gpu`` (``torch.cuda.mem_get_info``)."""
     import torch
 
-    free, _total = torch.cuda.mem_get_info(gpu)
-    return int(free)
+    free, total = torch.cuda.mem_get_info(gpu)
+    return int(free), int(total)
+
+
+def torch_free_memory(gpu: int) -> int:
+    """Bytes the driver reports free on ``gpu``."""
+    return torch_memory(gpu)[0]
 
 
 def shortage(
@@ -70,7 +75,8 @@ def shortage(
     except Exception:
         return None
     need = camera_bytes(size[0], size[1], prefetch)
-    if free >= need * max(starting, 1) + RESERVE_BYTES:
+    starting = max(starting, 1)
+    if free >= need * starting + RESERVE_BYTES:
         return None
     others = f", with {starting - 1} other camera(s) starting" if starting > 1 else ""
     return (

@@ -40,6 +40,7 @@ from vidpipe.capture.nvdec_memory import (
     FreeMemory,
     shortage,
     torch_free_memory,
+    torch_memory,
 )
 from vidpipe.capture.nvdec_picture import NvdecPicture
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
@@ -110,9 +111,7 @@ def bind_camera_metrics(metrics: Metrics, camera: CameraConfig, context: Capture
 
 def _memory_used(gpu: int) -> float:
     try:
-        import torch
-
-        free, total = torch.cuda.mem_get_info(gpu)
+        free, total = torch_memory(gpu)
     except Exception:  # no torch or no device: the gauge reads NaN, the scrape goes on
         return float("nan")
     return float(total - free)
@@ -134,7 +133,7 @@ class FramePool:
         keep: buffers kept per camera; past it, a busy pool allocates and lets the extra go.
     """
 
-    def __init__(self, keep: int = 8) -> None:
+    def __init__(self, keep: int = POOL_KEEP) -> None:
         self.keep = keep
         self._buffers: list[Any] = []
         self.allocated = 0
@@ -180,7 +179,7 @@ class DecoderStream:
         self.handle = int(self.stream.cuda_stream)
         self._driver = driver
         self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
-        self.pool = FramePool(POOL_KEEP)
+        self.pool = FramePool()
 
     def own_copy(self, surface: Any) -> tuple[Any, Any]:
         """A copy of ``surface`` made on the camera's stream and complete on return, and
@@ -381,7 +380,7 @@ class NvdecSource:
         and for the others of the pipeline that are starting with it."""
         if self._free_memory is None:
             return
-        starting = max(1, self._shared.opening.opening)
+        starting = self._shared.opening.opening  # this camera holds a turn too
         why = shortage(self.gpu, size, self._prefetch, self._free_memory, starting)
         if why is not None:
             raise SourceError("open_failed", why)
