@@ -45,7 +45,13 @@ class Cameras:
     live cameras, ``block`` for files; ``cm.overwritten`` counts replaced frames); what each
     camera's decoder copied out, by frame, is in ``copied``."""
 
-    def __init__(self, codecs: dict[str, FakeCodec], policy: str = "newest", **camera: Any) -> None:
+    def __init__(
+        self,
+        codecs: dict[str, FakeCodec],
+        policy: str = "newest",
+        capture: CaptureConfig = FAST,
+        **camera: Any,
+    ) -> None:
         self.codecs = codecs
         self.metrics = Metrics()
         self.hub = FrameHub()
@@ -53,12 +59,12 @@ class Cameras:
         self.boxes: dict[str, Mailbox] = {}
         self.workers: list[CaptureWorker] = []
         self.fail_copy_of: int | None = None  # the frame whose copy fails
-        context = CaptureContext()
+        self.context = context = CaptureContext()
         for name in codecs:
             cam = CameraConfig(name=name, url=f"file:///clips/{name}.mp4", **camera)
             cm = self.metrics.camera(name)
             self.boxes[name] = self.hub.add(name, policy, cm.overwritten)  # type: ignore[arg-type]
-            self.workers.append(CaptureWorker(cam, FAST, self.boxes[name], cm, context=context))
+            self.workers.append(CaptureWorker(cam, capture, self.boxes[name], cm, context=context))
 
     def source(self, cam: CameraConfig, defaults: CaptureConfig, ctx: CaptureContext) -> Any:
         def own_copy(surface: np.ndarray) -> tuple[np.ndarray, None]:

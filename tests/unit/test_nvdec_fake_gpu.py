@@ -20,12 +20,32 @@ class FakeDecodeError(RuntimeError):
     pass
 
 
+class Packet(int):
+    """A demuxed packet as PyNvVideoCodec's ``PacketData`` describes it: ``key`` (a keyframe)
+    and ``bsl`` (its size); the decoder sees the number."""
+
+    key: int
+    bsl: int
+
+
+def packet(k: int, gop: int) -> Packet:
+    p = Packet(k)
+    p.key, p.bsl = int(k % gop == 0), 1000
+    return p
+
+
 class FakeDemuxer:
-    def __init__(self, packets: int) -> None:
-        self.packets = packets
+    """Packets ``0 .. packets - 1``: plain numbers, or ``Packet`` s with a keyframe every
+    ``gop`` when given."""
+
+    def __init__(self, packets: int, gop: int | None = None) -> None:
+        self.packets, self.gop = packets, gop
 
     def __iter__(self) -> Any:
-        yield from range(self.packets)
+        if self.gop is None:
+            yield from range(self.packets)
+        else:
+            yield from (packet(k, self.gop) for k in range(self.packets))
         yield None  # the demuxer's last packet: empty, it flushes the decoder
 
     def GetNvCodecId(self) -> str:  # PyNvVideoCodec's names
@@ -61,8 +81,12 @@ class FakeDecoder:
 class FakeCodec:
     """Stands in for the PyNvVideoCodec module."""
 
-    def __init__(self, packets: int = 10, delay: int = 2, bad: set[int] | None = None) -> None:
-        self.packets, self.delay, self.bad = packets, delay, bad or set()
+    def __init__(
+        self, packets: int = 10, delay: int = 2, bad: set[int] | None = None, gop: int | None = None
+    ) -> None:
+        self.packets, self.delay, self.bad, self.gop = packets, delay, bad or set(), gop
+        self.decoded: list[int] = []  # the packets given to a decoder, in order
+        self.flushes = 0  # empty packets made to flush a decoder (``PacketData()``)
         self.opened: list[str] = []
         self.decoders = 0
         self.codec_id = "H264"
@@ -73,14 +97,26 @@ class FakeCodec:
         if self.fail_open is not None:
             raise self.fail_open
         self.opened.append(filename)
-        demuxer = FakeDemuxer(self.packets)
+        demuxer = FakeDemuxer(self.packets, self.gop)
         demuxer.GetNvCodecId = lambda: self.codec_id  # type: ignore[method-assign]
         return demuxer
+
+    def PacketData(self) -> None:  # an empty packet: the fake decoder flushes on None
+        self.flushes += 1
 
     def CreateDecoder(self, **kwargs: Any) -> FakeDecoder:
         self.decoders += 1
         self.decoder_args = kwargs
-        return FakeDecoder(self.delay, self.bad)
+        decoder = FakeDecoder(self.delay, self.bad)
+        decode = decoder.Decode
+
+        def counted(packet: int | None) -> list[int]:
+            if packet is not None:
+                self.decoded.append(int(packet))
+            return decode(packet)
+
+        decoder.Decode = counted  # type: ignore[method-assign]
+        return decoder
 
 
 def reader(codec: FakeCodec, url: str = "file:///clips/a.mp4", **kw: Any) -> NvdecReader:
@@ -193,3 +229,52 @@ def test_missing_pynvvideocodec_says_how_to_get_it_fake_gpu(
         load_codec()
     with pytest.raises(NvdecError, match="pip install pynvvideocodec"):
         NvdecReader("/clips/a.mp4").open()
+
+
+class Budget:
+    """A group budget that decodes the groups at the given keyframe numbers in full (by
+    order of keyframe, from 0) and records the media times it was asked at."""
+
+    def __init__(self, full: set[int]) -> None:
+        self.full = full
+        self.asked: list[float | None] = []
+
+    def keyframe(self, media_s: float | None) -> bool:
+        self.asked.append(media_s)
+        return len(self.asked) - 1 in self.full
+
+
+def test_a_shed_group_is_demuxed_but_only_its_keyframe_decoded_fake_gpu() -> None:
+    codec = FakeCodec(packets=20, delay=1, gop=5)  # keyframes 0, 5, 10, 15
+    r = reader(codec)
+    r.open()
+    budget = Budget(full={1})  # only the group from packet 5 in full
+    r.shed_groups(budget)  # type: ignore[arg-type]  # the reader asks only keyframe()
+    frames, demuxed = [], []
+    while (frame := r.read()) is not None:
+        frames.append(frame[1])
+        demuxed.append(r._packet_no)
+    assert frames == [0, 5, 6, 7, 8, 9, 10, 15]
+    assert codec.decoded == frames  # the others never reached the decoder
+    assert r.shed == 12
+    # a shed group's keyframe leaves the decoder with its own packet (the decoder is
+    # flushed), not a group later; a full group's frames come with the decoder's delay
+    assert [n for f, n in zip(frames, demuxed, strict=True) if f in (0, 10, 15)] == [1, 11, 16]
+    assert codec.flushes == 3
+    # media time: the keyframe's place in the stream at the demuxer's 25 fps
+    assert budget.asked == [1 / 25, 6 / 25, 11 / 25, 16 / 25]
+
+
+def test_without_a_budget_or_keyframe_flags_every_packet_is_decoded_fake_gpu() -> None:
+    keyed = FakeCodec(packets=12, gop=4)
+    r = reader(keyed)
+    r.open()
+    r.shed_groups(Budget(full={1}))  # type: ignore[arg-type]
+    r.shed_groups(None)  # taken back: decode everything
+    assert [f for _, f in read_all(r)] == list(range(12)) and r.shed == 0
+    # a demuxer whose packets say nothing of keyframes: nothing can be shed
+    plain = FakeCodec(packets=12)
+    r = reader(plain)
+    r.open()
+    r.shed_groups(Budget(full=set()))  # type: ignore[arg-type]
+    assert [f for _, f in read_all(r)] == list(range(12)) and r.shed == 0

@@ -26,11 +26,14 @@ import importlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.capture.native_stderr import install as install_native_stderr
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.redact import redact_text
+
+if TYPE_CHECKING:
+    from vidpipe.capture.group_budget import GroupBudget
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +131,12 @@ class NvdecReader:
         self.frames = 0
         self.decode_errors = 0
         self._consecutive = 0
+        self._budget: GroupBudget | None = None
+        self._shedding = False  # the packets up to the next keyframe are not decoded
+        self.shed = 0  # packets left undecoded with their group of pictures
+        self._fps: float | None = None
+        self._packet_no = 0  # video packets demuxed since open: the media clock of shedding
+        self._empty_packet: Callable[[], Any] | None = None  # makes the packet that flushes
 
     @property
     def is_open(self) -> bool:
@@ -149,10 +158,13 @@ class NvdecReader:
                 f"{redact_text(str(exc))}"
             ) from None
         self._demuxer, self._decoder, self._codec_id = demuxer, decoder, codec_id
+        self._empty_packet = getattr(codec, "PacketData", None)
         self._packets = iter(demuxer)
         self._ended = False
         self._consecutive = 0
+        self._shedding = False
         fps = _ask(demuxer, "FrameRate")
+        self._fps = fps if fps > 0 else None
         return NvdecInfo(
             int(_ask(demuxer, "Width")), int(_ask(demuxer, "Height")), fps if fps > 0 else None
         )
@@ -205,9 +217,49 @@ class NvdecReader:
             if packet is _END:
                 self._ended = True  # the demuxer's last packet already flushed the decoder
                 continue
-            self._decode(packet)
+            if not self._shed(packet):
+                self._decode(packet)
+                if self._shedding and getattr(packet, "key", None):
+                    self._flush()  # a shed group's keyframe: out now, not a group later
         self.frames += 1
         return self._to_tensor(self._ready.popleft())
+
+    def shed_groups(self, budget: GroupBudget | None) -> None:
+        """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
+        or only the keyframe (``vidpipe/capture/group_budget.py``); None decodes every packet.
+
+        A shed group costs the camera's thread one demux per packet and no decode, no copy
+        and no frame: past what a process infers, those were the GIL time that starved its
+        inference threads."""
+        self._budget, self._shedding = budget, False
+
+    def _shed(self, packet: Any) -> bool:
+        """Whether ``packet`` is left undecoded with the rest of its group of pictures.
+
+        PyNvVideoCodec's packets say whether they hold a keyframe (``key``) and their size
+        (``bsl``; the demuxer's last packet is empty and flushes the decoder), but not the
+        unit of their ``pts``: the media time of a keyframe is its packet's place in the
+        stream at the nominal rate, which is all a group's length needs."""
+        self._packet_no += 1
+        budget = self._budget
+        if budget is None or not getattr(packet, "bsl", 0):
+            return False
+        if getattr(packet, "key", 0):
+            media_s = self._packet_no / self._fps if self._fps else None
+            self._shedding = not budget.keyframe(media_s)
+            return False
+        self.shed += self._shedding
+        return self._shedding
+
+    def _flush(self) -> None:
+        """Take every picture the decoder holds back, as at the end of a file.
+
+        PyNvVideoCodec's decoder holds up to 4 pictures back (its default display delay),
+        so the keyframe of a shed group would come out only once the next group's packets
+        reached it: a group later, and stale. A flushed decoder decodes on from the next
+        keyframe, as ``rewind`` relies on."""
+        if self._empty_packet is not None:
+            self._decode(self._empty_packet())
 
     def _decode(self, packet: Any) -> None:
         try:

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vidpipe.capture.decoders import CaptureContext, register_source
+from vidpipe.capture.group_budget import GroupBudget
 from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.nvdec_memory import (
@@ -298,6 +299,17 @@ class NvdecSource:
     def decode_errors(self) -> int:
         """Packets the decoder rejected over this source's life (skipped, not fatal)."""
         return 0 if self._reader is None else self._reader.decode_errors
+
+    def shed_groups(self, budget: GroupBudget | None) -> None:
+        """Leave groups of pictures undecoded as ``budget`` says (``NvdecReader.shed_groups``;
+        a read-ahead reader decodes on a thread of its own and never sheds)."""
+        if isinstance(self._reader, NvdecReader):
+            self._reader.shed_groups(budget)
+
+    @property
+    def shed(self) -> int:
+        """Frames left undecoded with their group of pictures (counted ``gop_shed``)."""
+        return self._reader.shed if isinstance(self._reader, NvdecReader) else 0
 
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()

@@ -24,7 +24,6 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -35,6 +34,7 @@ from vidpipe.capture.group import group_size_of
 from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.mailbox import FrameSink, OnceInARow
 from vidpipe.capture.motion import MotionGate
+from vidpipe.capture.numbering import FrameNumbers
 from vidpipe.capture.pacing import Decimator, Pacer
 from vidpipe.capture.session import Outcome, Session, check_transition, join_threads, watch
 from vidpipe.capture.skipping import leave_undecoded
@@ -51,7 +51,6 @@ StateCallback = Callable[[str, CameraState], None]
 #: Frame.epoch of every successful open, process-wide: a camera restarted by a reload (a new
 #: worker) never repeats an epoch its predecessor used. ``next()`` on it is atomic.
 _EPOCHS = itertools.count(1)
-_FPS_WINDOW_S = 2.0
 
 
 class CaptureWorker:
@@ -105,8 +104,7 @@ class CaptureWorker:
         realtime_file = camera.realtime and not camera.is_stream
         self._pacer = Pacer(aligned=phase == "aligned") if realtime_file else None
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
-        self._seq = 0
-        self._seq_lock = threading.Lock()
+        self._numbers = FrameNumbers(metrics)
         self._once = OnceInARow(mailbox)  # the live mailbox's drop rule
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
@@ -117,7 +115,6 @@ class CaptureWorker:
         self._last_error = ""
         self._last_backoff: BackoffStep | None = None
         self._last_frame_s: float | None = None
-        self._frame_times: deque[float] = deque(maxlen=256)
         self._failure: BaseException | None = None
         self._tap = TapSwitch(camera.name)
 
@@ -176,15 +173,13 @@ class CaptureWorker:
     def stats(self) -> dict[str, Any]:
         """A snapshot for status pages and logs (credentials redacted)."""
         now = self._clock()
-        recent = [t for t in list(self._frame_times) if now - t <= _FPS_WINDOW_S]
-        span = recent[-1] - recent[0] if len(recent) >= 2 else 0.0
         step = self._last_backoff
         return {
             "camera": self.name,
             "url": self._url,
             "state": self._state.value,
-            "fps_in": (len(recent) - 1) / span if span > 0 else 0.0,
-            "frames": self._seq,
+            "fps_in": self._numbers.fps(now),
+            "frames": self._numbers.count,
             "last_frame_age_s": None if self._last_frame_s is None else now - self._last_frame_s,
             "reconnects": self._reconnects,
             "errors": self._errors,
@@ -310,6 +305,7 @@ class CaptureWorker:
             session.finish("read_failed", redact_text(f"{type(exc).__name__}: {exc}"))
         finally:
             if session.source is not None:
+                self._numbers.undecoded(session.take_skipped(), self._clock())
                 session.source.close()
             session.finish("stopped", "reader ended")
 
@@ -377,6 +373,7 @@ class CaptureWorker:
         if session.cancel.is_set():
             return None  # stale: the supervisor moved on while we were blocked
         if decoded is None:
+            self._numbers.undecoded(session.take_skipped(), self._clock())
             if not self._end_of_pass(session, session.pass_frames):
                 return None
             session.pass_frames = 0
@@ -451,10 +448,8 @@ class CaptureWorker:
         let it through: a dropped frame costs no conversion (nvdec: no copy).
         """
         now = self._clock()
-        left = sum(undecoded)  # frames before this one that were never decoded
-        with self._seq_lock:
-            seq = self._seq + left
-            self._seq = seq + 1
+        self._numbers.undecoded(undecoded, now)  # the frames before this one never decoded
+        seq = self._numbers.made(now)
         if session.seq0 is None:
             session.seq0 = seq
         session.frames += 1
@@ -463,11 +458,6 @@ class CaptureWorker:
         if fresh:
             session.last_progress_s = now
             self._last_frame_s = now
-        self._frame_times.append(now)
-        self._metrics.captured.inc(left + 1)
-        if left:  # most frames: no list built, no extra counter call
-            self._frame_times.extend([now] * left)
-            self._metrics.undecoded(*undecoded)
         fps = session.info.fps if session.info else None
         t_sched = (seq - session.seq0) / fps if fps else now  # media time when known
         if fps and self._mailbox.policy == "newest":  # live: the reader should keep pace

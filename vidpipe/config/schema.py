@@ -113,8 +113,9 @@ class CaptureConfig(ConfigModel):
     )
     shed_gops: bool = Field(
         False,
-        description="pyav live cameras past what inference takes: decode only the keyframe of "
-        "some groups of pictures instead of frames that would be shed after decoding; they "
+        description="live cameras past what inference takes (pyav, and nvdec without "
+        "read-ahead): decode only the keyframe of some groups of pictures instead of frames "
+        "that would be shed after decoding; they "
         "are counted as captured and dropped (gop_shed). For boxes where decoding is what "
         "runs out (many high-resolution streams): it keeps inference fed there, at the cost "
         "of shares per camera that are less even",
