@@ -121,50 +121,6 @@ def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> No
     print(f"decoder destroyed in {1000 * (time.perf_counter() - t0):.1f} ms")
 
 
-class _Groups:
-    """A group budget that decodes every group in full, or none (keyframes only)."""
-
-    def __init__(self, full: bool) -> None:
-        self.full, self.keyframes = full, 0
-
-    def keyframe(self, media_s: float | None) -> bool:
-        self.keyframes += 1
-        return self.full
-
-
-def _sums(clip: Path, groups: _Groups) -> tuple[list[float], list[int], int]:
-    """Each frame's pixel sum, and how many packets had been demuxed when it came out."""
-    reader = NvdecReader(str(clip), 0)
-    reader.open()
-    reader.shed_groups(groups)  # type: ignore[arg-type]  # the reader asks only keyframe()
-    sums, demuxed = [], []
-    while (nv12 := reader.read()) is not None:
-        sums.append(float(nv12.float().sum().item()))
-        demuxed.append(reader._packet_no)
-    reader.close()
-    return sums, demuxed, reader.shed
-
-
-def test_a_shed_group_decodes_only_its_keyframe_and_the_same_picture_gpu(clip: Path) -> None:
-    """PyNvVideoCodec's packets flag keyframes, so a group can be left undecoded after its
-    keyframe; the keyframes decoded alone are the full decode's, pixel for pixel, and each
-    leaves the decoder at once (flushed), decoding on from the next keyframe."""
-    import av
-
-    with av.open(str(clip)) as container:
-        keys = [i for i, f in enumerate(container.decode(video=0)) if f.key_frame]
-    every = _Groups(full=True)
-    full, _, shed = _sums(clip, every)
-    assert shed == 0 and every.keyframes == len(keys) >= 2, (every.keyframes, keys)
-    none = _Groups(full=False)
-    alone, demuxed, shed = _sums(clip, none)
-    assert none.keyframes == len(keys)
-    assert alone == [full[i] for i in keys]
-    assert shed == len(full) - len(keys)
-    # each keyframe came out with its own packet (the decoder flushed), not a group later
-    assert demuxed == [i + 1 for i in keys], (demuxed, keys)
-
-
 def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
     """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
     (they release the GIL) and waits for the copy: it equals the surface on return."""
