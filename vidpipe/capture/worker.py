@@ -36,7 +36,14 @@ from vidpipe.capture.mailbox import FrameSink, OnceInARow
 from vidpipe.capture.motion import MotionGate
 from vidpipe.capture.numbering import FrameNumbers
 from vidpipe.capture.pacing import Decimator, Pacer
-from vidpipe.capture.session import Outcome, Session, check_transition, join_threads, watch
+from vidpipe.capture.session import (
+    Outcome,
+    Session,
+    Undecoded,
+    check_transition,
+    join_threads,
+    watch,
+)
 from vidpipe.capture.skipping import leave_undecoded
 from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, SourceError, as_picture
 from vidpipe.capture.tap import TapSwitch
@@ -437,9 +444,7 @@ class CaptureWorker:
         session.source = None
         return self._open(session)
 
-    def _emit(
-        self, session: Session, picture: Picture, fresh: bool, undecoded: tuple[int, ...]
-    ) -> bool:
+    def _emit(self, session: Session, picture: Picture, fresh: bool, undecoded: Undecoded) -> bool:
         """Count one decoded frame and pass it on if due; False if the session must end.
 
         ``fresh`` is False for a frame drained after a read timeout: it does not reset the
@@ -472,7 +477,7 @@ class CaptureWorker:
         # than make it (nvdec: copy out, DeviceImage, Frame) to replace that one; that GIL work
         # of ~100 camera threads starved the H200's scheduler (96 cameras: 224 fps). Once in a
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
-        drop, waiting = self._once.drop(seq, undecoded=undecoded[1] > 0)
+        drop, waiting = self._once.drop(seq, undecoded=undecoded.unread > 0)
         if session.budget is not None:  # what a frame waiting now says of its group
             session.budget.due(taken=waiting is None)
         if drop:
