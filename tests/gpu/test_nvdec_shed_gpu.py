@@ -1,7 +1,8 @@
 """NVDEC cameras shed groups of pictures before the decoder (``NvdecReader.shed_groups``) on
 the real GPU: PyNvVideoCodec's packets flag keyframes, a keyframe decoded alone is the full
 decode's picture, and it leaves the decoder with its own packet (the decoder is flushed after
-it), decoding on from the next keyframe.
+it, where every keyframe brings the parameter sets that a flush forgets), decoding on from
+the next keyframe; a stream that sends its parameter sets once is never flushed.
 
 The clip is ``$VIDPIPE_GPU_CLIP`` (scripts/gpu-clip.sh: 1080p25 H.264, no B-frames), else the
 assets' car clip. The CPU side (the budget, the counts through the capture worker) is in
@@ -35,8 +36,9 @@ class _Groups:
         return self.full
 
 
-def _sums(clip: Path, groups: _Groups) -> tuple[list[float], list[int], int]:
-    """Each frame's pixel sum, and how many packets had been demuxed when it came out."""
+def _sums(clip: Path, groups: _Groups) -> tuple[list[float], list[int], int, bool]:
+    """Each frame's pixel sum, how many packets had been demuxed when it came out, the
+    frames shed, and whether every keyframe carried its parameter sets."""
     reader = NvdecReader(str(clip), 0)
     reader.open()
     reader.shed_groups(groups)  # type: ignore[arg-type]  # the reader asks only keyframe()
@@ -45,25 +47,32 @@ def _sums(clip: Path, groups: _Groups) -> tuple[list[float], list[int], int]:
         sums.append(float(nv12.float().sum().item()))
         demuxed.append(reader._packet_no)
     reader.close()
-    return sums, demuxed, reader.shed
+    return sums, demuxed, reader.shed, reader._keys_carry_sets
 
 
 def test_a_shed_group_decodes_only_its_keyframe_and_the_same_picture_gpu(clip: Path) -> None:
     """PyNvVideoCodec's packets flag keyframes, so a group can be left undecoded after its
     keyframe; the keyframes decoded alone are the full decode's, pixel for pixel, and each
-    leaves the decoder at once (flushed), decoding on from the next keyframe."""
+    leaves the decoder at once (flushed, from the second keyframe on: the clip's keyframes
+    carry their parameter sets), decoding on from the next keyframe."""
     with av.open(str(clip)) as container:
         keys = [i for i, f in enumerate(container.decode(video=0)) if f.key_frame]
     every = _Groups(full=True)
-    full, _, shed = _sums(clip, every)
+    full, _, shed, _ = _sums(clip, every)
     assert shed == 0 and every.keyframes == len(keys) >= 2, (every.keyframes, keys)
     none = _Groups(full=False)
-    alone, demuxed, shed = _sums(clip, none)
+    alone, demuxed, shed, carry = _sums(clip, none)
     assert none.keyframes == len(keys)
     assert alone == [full[i] for i in keys]
     assert shed == len(full) - len(keys)
-    # each keyframe came out with its own packet (the decoder flushed), not a group later
-    assert demuxed == [i + 1 for i in keys], (demuxed, keys)
+    # PyNvVideoCodec's packets of an MP4 carry the parameter sets before each keyframe
+    # (read through ``bsl_data``), so from the second keyframe on the decoder is flushed
+    # and each came out with its own packet, not a group later
+    assert carry
+    assert demuxed[1:] == [i + 1 for i in keys[1:]] and demuxed[0] <= keys[1] + 1, (
+        demuxed,
+        keys,
+    )
 
 
 def _headers_once(src: Path, dst: Path, frames: int, gop: int) -> None:
@@ -98,15 +107,20 @@ def _headers_once(src: Path, dst: Path, frames: int, gop: int) -> None:
     assert b"".join(units).count(b"\x00\x00\x01\x67") == 1  # one SPS (0x67: nal_ref 3, type 7)
 
 
-def test_after_a_flush_the_decoder_keeps_the_streams_parameter_sets_gpu(
+def test_a_stream_that_sends_its_parameter_sets_once_is_never_flushed_gpu(
     clip: Path, tmp_path: Path
 ) -> None:
+    """NVDEC forgets the parameter sets when flushed (this stream's keyframes after a flush
+    did not decode), so the reader flushes only where every keyframe brings them."""
     once = tmp_path / "headers-once.h264"
     _headers_once(clip, once, frames=100, gop=25)
     every = _Groups(full=True)
-    full, _, _ = _sums(once, every)
-    assert len(full) == 100 and every.keyframes == 4
+    full, _, _, carry = _sums(once, every)
+    assert len(full) == 100 and every.keyframes == 4 and not carry
     none = _Groups(full=False)
-    alone, demuxed, shed = _sums(once, none)
-    assert alone == [full[k] for k in (0, 25, 50, 75)]
-    assert demuxed == [1, 26, 51, 76] and shed == 96
+    alone, demuxed, shed, carry = _sums(once, none)
+    # never flushed (a flush would lose the parameter sets, and every keyframe after it):
+    # each keyframe comes out late, but each comes out, the full decode's picture
+    assert not carry
+    assert alone == [full[k] for k in (0, 25, 50, 75)], (len(alone), demuxed)
+    assert shed == 96

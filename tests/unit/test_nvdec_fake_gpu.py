@@ -8,6 +8,7 @@ decoder runs in tests/gpu/test_nvdec_gpu.py on the H200.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Any
 
@@ -21,16 +22,30 @@ class FakeDecodeError(RuntimeError):
 
 
 class Packet(int):
-    """A demuxed packet as PyNvVideoCodec's ``PacketData`` describes it: ``key`` (a keyframe)
-    and ``bsl`` (its size); the decoder sees the number."""
+    """A demuxed packet as PyNvVideoCodec's ``PacketData`` describes it: ``key`` (a keyframe),
+    ``bsl`` (its size) and ``bsl_data`` (the address of its Annex B bytes: a keyframe's start
+    with the parameter sets when ``sets``); the decoder sees the number."""
 
     key: int
     bsl: int
+    bsl_data: int
+    sets: bool
 
 
-def packet(k: int, gop: int) -> Packet:
+SETS = b"\x00\x00\x00\x01\x67\x64\x00\x28" + b"\x00\x00\x00\x01\x68\xee\x3c\x80"  # SPS, PPS
+IDR = b"\x00\x00\x00\x01\x65\x88\x84\x00"
+SLICE = b"\x00\x00\x00\x01\x41\x9a\x02\x00"
+
+
+def packet(k: int, gop: int, sets_once: bool = False) -> Packet:
+    """Packet ``k`` of a stream with a keyframe every ``gop``; every keyframe brings the
+    parameter sets, or only the first (``sets_once``)."""
     p = Packet(k)
-    p.key, p.bsl = int(k % gop == 0), 1000
+    p.key = int(k % gop == 0)
+    p.sets = bool(p.key) and (k == 0 or not sets_once)
+    data = (SETS if p.sets else b"") + (IDR if p.key else SLICE)
+    p._bytes = ctypes.create_string_buffer(data, len(data))  # type: ignore[attr-defined]
+    p.bsl, p.bsl_data = len(data), ctypes.addressof(p._bytes)  # type: ignore[attr-defined]
     return p
 
 
@@ -38,14 +53,14 @@ class FakeDemuxer:
     """Packets ``0 .. packets - 1``: plain numbers, or ``Packet`` s with a keyframe every
     ``gop`` when given."""
 
-    def __init__(self, packets: int, gop: int | None = None) -> None:
-        self.packets, self.gop = packets, gop
+    def __init__(self, packets: int, gop: int | None = None, sets_once: bool = False) -> None:
+        self.packets, self.gop, self.sets_once = packets, gop, sets_once
 
     def __iter__(self) -> Any:
         if self.gop is None:
             yield from range(self.packets)
         else:
-            yield from (packet(k, self.gop) for k in range(self.packets))
+            yield from (packet(k, self.gop, self.sets_once) for k in range(self.packets))
         yield None  # the demuxer's last packet: empty, it flushes the decoder
 
     def GetNvCodecId(self) -> str:  # PyNvVideoCodec's names
@@ -62,16 +77,24 @@ class FakeDemuxer:
 
 
 class FakeDecoder:
+    """Holds ``delay`` pictures back; a flush (None) gives them out and, as NVDEC's parser,
+    forgets the parameter sets: ``Packet`` s are then skipped until one brings them again."""
+
     def __init__(self, delay: int, bad: set[int]) -> None:
         self.delay, self.bad = delay, bad
         self.held: list[int] = []
+        self.sets = False
 
     def Decode(self, packet: int | None) -> list[int]:
         if packet is None:
-            out, self.held = self.held, []
+            out, self.held, self.sets = self.held, [], False
             return out
         if packet in self.bad:
             raise FakeDecodeError(f"bad packet {packet}")
+        if isinstance(packet, Packet):
+            self.sets = self.sets or packet.sets
+            if not self.sets:
+                return []
         self.held.append(packet)
         if len(self.held) > self.delay:
             return [self.held.pop(0)]
@@ -82,9 +105,15 @@ class FakeCodec:
     """Stands in for the PyNvVideoCodec module."""
 
     def __init__(
-        self, packets: int = 10, delay: int = 2, bad: set[int] | None = None, gop: int | None = None
+        self,
+        packets: int = 10,
+        delay: int = 2,
+        bad: set[int] | None = None,
+        gop: int | None = None,
+        sets_once: bool = False,
     ) -> None:
         self.packets, self.delay, self.bad, self.gop = packets, delay, bad or set(), gop
+        self.sets_once = sets_once
         self.decoded: list[int] = []  # the packets given to a decoder, in order
         self.flushes = 0  # empty packets made to flush a decoder (``PacketData()``)
         self.opened: list[str] = []
@@ -97,7 +126,7 @@ class FakeCodec:
         if self.fail_open is not None:
             raise self.fail_open
         self.opened.append(filename)
-        demuxer = FakeDemuxer(self.packets, self.gop)
+        demuxer = FakeDemuxer(self.packets, self.gop, self.sets_once)
         demuxer.GetNvCodecId = lambda: self.codec_id  # type: ignore[method-assign]
         return demuxer
 
@@ -258,11 +287,29 @@ def test_a_shed_group_is_demuxed_but_only_its_keyframe_decoded_fake_gpu() -> Non
     assert codec.decoded == frames  # the others never reached the decoder
     assert r.shed == 12
     # a shed group's keyframe leaves the decoder with its own packet (the decoder is
-    # flushed), not a group later; a full group's frames come with the decoder's delay
-    assert [n for f, n in zip(frames, demuxed, strict=True) if f in (0, 10, 15)] == [1, 11, 16]
-    assert codec.flushes == 3
+    # flushed), not a group later, once two keyframes showed that each brings the parameter
+    # sets that a flush forgets; the first, and a full group's frames, come with the delay
+    assert [n for f, n in zip(frames, demuxed, strict=True) if f in (0, 10, 15)] == [6, 11, 16]
+    assert codec.flushes == 2
     # media time: the keyframe's place in the stream at the demuxer's 25 fps
     assert budget.asked == [1 / 25, 6 / 25, 11 / 25, 16 / 25]
+
+
+def test_a_stream_with_its_parameter_sets_sent_once_is_never_flushed_fake_gpu() -> None:
+    """A camera that sends its SPS and PPS only at the start: a flush would lose them and
+    every later keyframe with them (the fake decoder forgets them, as NVDEC's does), so a
+    shed group's keyframe comes out a group late, and every keyframe still comes out."""
+    codec = FakeCodec(packets=20, delay=1, gop=5, sets_once=True)
+    r = reader(codec)
+    r.open()
+    r.shed_groups(Budget(full={1}))  # type: ignore[arg-type]
+    frames, demuxed = [], []
+    while (frame := r.read()) is not None:
+        frames.append(frame[1])
+        demuxed.append(r._packet_no)
+    assert frames == [0, 5, 6, 7, 8, 9, 10, 15]
+    assert codec.flushes == 0 and r.shed == 12
+    assert [n for f, n in zip(frames, demuxed, strict=True) if f in (0, 10, 15)] == [6, 16, 21]
 
 
 def test_without_a_budget_or_keyframe_flags_every_packet_is_decoded_fake_gpu() -> None:

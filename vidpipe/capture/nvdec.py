@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vidpipe.capture.annexb import carries_parameter_sets, packet_head
 from vidpipe.capture.native_stderr import install as install_native_stderr
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.redact import redact_text
@@ -137,6 +138,8 @@ class NvdecReader:
         self._fps: float | None = None
         self._packet_no = 0  # video packets demuxed since open: the media clock of shedding
         self._empty_packet: Callable[[], Any] | None = None  # makes the packet that flushes
+        self._keys = 0  # keyframes seen since open, while a budget was attached
+        self._keys_carry_sets = True  # every one of them held its own parameter sets
 
     @property
     def is_open(self) -> bool:
@@ -163,6 +166,7 @@ class NvdecReader:
         self._ended = False
         self._consecutive = 0
         self._shedding = False
+        self._keys, self._keys_carry_sets = 0, True
         fps = _ask(demuxer, "FrameRate")
         self._fps = fps if fps > 0 else None
         return NvdecInfo(
@@ -219,7 +223,7 @@ class NvdecReader:
                 continue
             if not self._shed(packet):
                 self._decode(packet)
-                if self._shedding and getattr(packet, "key", None):
+                if self._shedding and getattr(packet, "key", None) and self._flush_safe():
                     self._flush()  # a shed group's keyframe: out now, not a group later
         self.frames += 1
         return self._to_tensor(self._ready.popleft())
@@ -245,6 +249,9 @@ class NvdecReader:
         if budget is None or not getattr(packet, "bsl", 0):
             return False
         if getattr(packet, "key", 0):
+            self._keys += 1
+            if self._keys_carry_sets:
+                self._keys_carry_sets = carries_parameter_sets(packet_head(packet))
             media_s = self._packet_no / self._fps if self._fps else None
             self._shedding = not budget.keyframe(media_s)
             return False
@@ -260,6 +267,13 @@ class NvdecReader:
         keyframe, as ``rewind`` relies on."""
         if self._empty_packet is not None:
             self._decode(self._empty_packet())
+
+    def _flush_safe(self) -> bool:
+        """Whether the next keyframe will bring the parameter sets that a flush forgets
+        (``capture/annexb.py``): so far every keyframe did, and there were two at least, since
+        a stream's first keyframe brings them whether the others do or not. Otherwise the
+        keyframe of a shed group comes out a group late, but it does come out."""
+        return self._keys >= 2 and self._keys_carry_sets
 
     def _decode(self, packet: Any) -> None:
         try:
