@@ -207,6 +207,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "lag_max_s": after["lag_max_s"],
         "reader_nice": args.reader_nice,
         "shed_gops": args.shed_gops,
+        "share_rule": args.share_rule,
         "skip_unused_frames": args.skip_unused_frames,
         "gpu_util": utilisation,
         "stacks": stacks,
@@ -298,6 +299,14 @@ def _parser() -> argparse.ArgumentParser:
         help="capture.skip_unused_frames: false (decode the non-reference frames that would "
         "only replace an untaken one, too)",
     )
+    p.add_argument(
+        "--share-rule",
+        choices=("idle", "taken"),
+        default="idle",
+        help="how the share of groups decoded in full moves (capture/group_budget.py): up "
+        "while inference waits for frames, else by the due frames taken (idle, as shipped); "
+        "by the due frames taken alone (taken, the rule before it)",
+    )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p
 
@@ -325,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     _defaults(args)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
+    if args.share_rule == "taken":  # inference's waiting never counts: more than every due frame
+        from vidpipe.capture import group_budget
+
+        group_budget.IDLE = float("inf")
     for n in (int(c) for c in args.cameras.split(",") if c):
         point = measure(args, n)
         line = json.dumps(point)

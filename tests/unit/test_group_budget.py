@@ -15,10 +15,10 @@ class Clock:
         return self.now
 
 
-def period(shared: SharedShare, clock: Clock, due: int, taken: int) -> float:
+def period(shared: SharedShare, clock: Clock, due: int, taken: int, idle: int = 0) -> float:
     """One period in which the cameras had ``due`` frames, ``taken`` of them finding the
-    frame before taken; the share after it."""
-    shared.due, shared.taken = due, taken
+    frame before taken and ``idle`` of them inference waiting for frames; the share after."""
+    shared.due, shared.taken, shared.idle = due, taken, idle
     clock.now += gb.PERIOD_S
     shared.tick()
     return shared.share
@@ -35,6 +35,19 @@ def test_the_share_falls_while_inference_leaves_frames_and_rises_once_it_takes_t
     assert shared.share == gb.MIN_SHARE  # never below the floor
     assert period(shared, clock, due=100, taken=95) == gb.MIN_SHARE + gb.UP
     assert period(shared, clock, due=gb.MIN_DUE - 1, taken=0) == gb.MIN_SHARE + gb.UP
+
+
+def test_the_share_rises_while_inference_waits_for_frames_however_many_were_replaced() -> None:
+    """A GPU process whose batches take longer than a frame interval: a third of the frames
+    replaced before inference took them, while it waited for frames most of the time."""
+    clock = Clock()
+    shared = SharedShare(clock)
+    shared.share = 0.4
+    assert period(shared, clock, due=100, taken=40, idle=60) == 0.4 + gb.UP
+    # waiting at a quarter of the due frames or less: the frames left decide
+    assert period(shared, clock, due=100, taken=40, idle=25) == (0.4 + gb.UP) * gb.DOWN
+    assert period(shared, clock, due=100, taken=95, idle=0) == (0.4 + gb.UP) * gb.DOWN + gb.UP
+    assert shared.idle == 0  # counted afresh each period
 
 
 def test_the_share_moves_once_a_period_not_on_every_keyframe() -> None:
@@ -85,9 +98,9 @@ def test_due_frames_count_into_the_shared_share() -> None:
     shared = SharedShare(Clock())
     a, b = GroupBudget(shared, 4.0), GroupBudget(shared, 4.0)
     a.due(taken=True)
-    b.due(taken=False)
+    b.due(taken=False, idle=True)
     b.due(taken=True)
-    assert (shared.due, shared.taken) == (3, 2)
+    assert (shared.due, shared.taken, shared.idle) == (3, 2, 1)
 
 
 def test_only_a_source_that_can_shed_gets_a_budget_and_phases_spread_evenly() -> None:

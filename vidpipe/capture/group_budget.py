@@ -9,9 +9,14 @@ HEVC stream can only be left undecoded together with every frame predicted from 
 unit of shedding before the decoder is the group of pictures: from a keyframe to the next.
 
 The cameras of a pipeline share one ``share`` of groups decoded in full. Each second it is set
-from what inference did with the due frames of every camera: when less than ``LOW`` of them
-found the frame made before them taken, it falls (by ``DOWN``, to at least ``MIN_SHARE``);
-above ``HIGH`` it rises (by ``UP``). A group not decoded in full still has its keyframe decoded
+from what inference did with the due frames of every camera. When inference waited for frames
+at more than ``IDLE`` of them, it has room and the share rises (by ``UP``), however many frames
+were replaced before it took them: a GPU process whose batches take longer than a frame
+interval replaces a third of its frames while its scheduler waits most of the time, and the
+share held there inferred 0.67 of the process's capacity (``benchmarks/README.md``, "NVDEC
+cameras shedding groups of pictures"). Otherwise, when less than ``LOW`` of them found the
+frame made before them taken, it falls (by ``DOWN``, to at least ``MIN_SHARE``); above
+``HIGH`` it rises. A group not decoded in full still has its keyframe decoded
 and handed on, so every camera keeps a fresh frame at least once a group. Each camera spends
 the share on its own schedule (a credit that starts at its own phase), so the
 cameras shed alike and not all in the same groups: what GStreamer's decoders do on QoS
@@ -29,6 +34,7 @@ from collections.abc import Callable
 
 LOW = 0.6  # below this share of due frames finding the last one taken, decode fewer groups
 HIGH = 0.9  # above it, more
+IDLE = 0.25  # above this share of due frames finding inference waiting for frames, more
 # Falls by a factor, rises by a step (as TCP's window): the cores go back to inference within
 # seconds of an overload, and a share that overshoots upwards only costs a little waste.
 DOWN = 0.8
@@ -50,6 +56,7 @@ class SharedShare:
         self.share = 1.0
         self.due = 0
         self.taken = 0
+        self.idle = 0  # due frames at which inference waited for frames
         self._clock = clock
         self._since = clock()
         self._phases = itertools.count()
@@ -65,12 +72,14 @@ class SharedShare:
         now = self._clock()
         if now - self._since < PERIOD_S:
             return
-        due, taken = self.due, self.taken
-        self.due = self.taken = 0
+        due, taken, idle = self.due, self.taken, self.idle
+        self.due = self.taken = self.idle = 0
         self._since = now
         if due < MIN_DUE:
             return
-        if taken < LOW * due:
+        if idle > IDLE * due:
+            self.share = min(1.0, self.share + UP)
+        elif taken < LOW * due:
             self.share = max(MIN_SHARE, self.share * DOWN)
         elif taken > HIGH * due:
             self.share = min(1.0, self.share + UP)
@@ -108,11 +117,13 @@ class GroupBudget:
             return True
         return False
 
-    def due(self, taken: bool) -> None:
-        """A due frame came: ``taken`` says whether inference took the frame made before it."""
+    def due(self, taken: bool, idle: bool = False) -> None:
+        """A due frame came: ``taken`` says whether inference took the frame made before it,
+        ``idle`` whether inference waits for frames now."""
         shared = self.shared
         shared.due += 1
         shared.taken += taken
+        shared.idle += idle
 
 
 def shed_groups(source: object, shared: SharedShare, max_group_s: float) -> GroupBudget | None:

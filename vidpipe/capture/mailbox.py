@@ -33,6 +33,11 @@ class FrameSink(Protocol):
         """No inference takes frames yet (the models load): a live camera drops them unmade."""
         ...
 
+    @property
+    def inference_waits(self) -> bool:
+        """Inference waits for a frame now (it has room), read without a lock."""
+        ...
+
     def unread_seq(self) -> int | None:
         """The ``seq`` of the frame waiting untaken (None: none), read without a lock."""
         ...

@@ -87,6 +87,12 @@ class Mailbox:
         """The input size (width, height) of the model the frames are for (``FrameHub.fit``)."""
         return self._hub.fit
 
+    @property
+    def inference_waits(self) -> bool:
+        """A scheduler waits in ``take`` for a frame now: inference has room. Read without
+        the hub's lock, a moment stale at most."""
+        return self._hub._takers > 0
+
     def put(self, frame: Frame, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Offer a frame. Returns False only if ``stop`` was set while waiting (block policy)."""
         with self._hub.lock:
