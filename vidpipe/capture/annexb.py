@@ -3,9 +3,11 @@ keyframe carries its own parameter sets.
 
 A decoder flushed (as at a file's end) forgets the stream's parameter sets (H.264's SPS and
 PPS; H.265's VPS, SPS and PPS). If the next keyframe does not bring them again, it cannot be
-decoded: tests/gpu/test_nvdec_shed_gpu.py shows it with NVDEC on a stream that sends them
-once, at its start, as some cameras do. MP4 files brought to Annex B by FFmpeg's
-``*_mp4toannexb`` filters carry them before every keyframe, as do most cameras' streams.
+decoded: NVDEC, flushed after each keyframe of a stream that sends them once, at its start (as
+some cameras do), decoded its first keyframe and none after
+(``benchmarks/results/gpu/gpu-tests-h100-nvdec-shed-sets-lost.log``). MP4 files brought to
+Annex B by FFmpeg's ``*_mp4toannexb`` filters carry them before every keyframe, as do most
+cameras' streams.
 """
 
 from __future__ import annotations
