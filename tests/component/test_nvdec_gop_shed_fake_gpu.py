@@ -89,3 +89,23 @@ def test_a_file_camera_that_waits_for_inference_never_sheds_fake_gpu(
         taken += 1
     cams.stop()
     assert codec.decoded == list(range(60)) and cams.dropped("file", "gop_shed") == 0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shed_gops", [None, False])
+def test_nvdec_cameras_shed_groups_by_default_and_not_when_told_fake_gpu(
+    cameras: Callable[..., Cameras], shed_gops: bool | None
+) -> None:
+    """``capture.shed_gops`` unset: NVDEC cameras shed (``NvdecSource``'s default, where a
+    process past its count decoding every frame collapses); false: they decode every frame."""
+    codec = FakeCodec(packets=200, delay=1, gop=GOP)
+    cams = cameras({"a": codec}, capture=FAST.model_copy(update={"shed_gops": shed_gops}))
+    _held_share(cams, 0.25)
+    cams.start()
+    until(lambda: all(w.state is CameraState.STOPPED for w in cams.workers))
+    cams.stop()
+    shed = cams.dropped("a", "gop_shed")
+    if shed_gops is None:
+        assert shed > 0 and len(codec.decoded) == 200 - shed
+    else:
+        assert shed == 0 and codec.decoded == list(range(200))
