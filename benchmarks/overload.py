@@ -149,6 +149,21 @@ class Renicer:
                     self._done.add(tid)
 
 
+def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[str, float]:
+    """``vidpipe_gop_share`` read every ``every_s`` over the window: its least, mean and
+    most (the share of groups decoded in full moves once a second)."""
+    seen: list[float] = []
+    end = time.monotonic() + window_s
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(every_s, left))
+        value = registry.get_sample_value("vidpipe_gop_share")
+        if value is not None:
+            seen.append(value)
+    if not seen:
+        return {}
+    return {"min": min(seen), "mean": round(sum(seen) / len(seen), 3), "max": max(seen)}
+
+
 def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
     """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
     from vidpipe.daemon import Daemon
@@ -181,7 +196,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
                 thread_cpu(),
             )
             sampler.start()
-            time.sleep(args.window)
+            share = _watch_share(registry, args.window)
             stacks = sampler.stop()
             after, cpu1, t1, threads1 = (
                 _snapshot(registry, mine),
@@ -210,6 +225,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "share_rule": args.share_rule,
         "skip_unused_frames": args.skip_unused_frames,
         "gpu_util": utilisation,
+        "gop_share": share,
         "stacks": stacks,
     }
 

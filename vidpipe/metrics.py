@@ -261,6 +261,12 @@ class Metrics:
             registry=r,
         )
         self.load = LoadWindow()
+        self.gop_share = Gauge(
+            "vidpipe_gop_share",
+            "share of groups of pictures the live cameras decode in full (capture.shed_gops): "
+            "below 1 while inference cannot take their frames",
+            registry=r,
+        )
         self.overloaded = Gauge(
             "vidpipe_overloaded",
             "1 while this process sheds frames because it cannot infer them all: more than "

@@ -13,8 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from tests.component.capture_rig import until
+from tests.component.test_nvdec_config_fake_gpu import _config
 from tests.component.test_nvdec_source_fake_gpu import FAST
 from tests.component.test_skip_unread_fake_gpu import Cameras
 from tests.unit.test_nvdec_fake_gpu import FakeCodec
@@ -51,10 +53,13 @@ def test_a_live_nvdec_camera_sheds_whole_groups_and_counts_every_frame_fake_gpu(
 ) -> None:
     codecs = {name: FakeCodec(packets=400, delay=1, gop=GOP) for name in ("a", "b")}
     cams = cameras(codecs, capture=SHED)
+    cfg = _config(inference={"type": "torch"}, cameras=[{"name": "a", "url": "a.mp4"}])
+    cams.context.bind_metrics(cams.metrics, cfg)  # as the pipeline does
     _held_share(cams, 0.25)
     cams.start()
     until(lambda: all(w.state is CameraState.STOPPED for w in cams.workers))  # files ended
     cams.stop()
+    assert "vidpipe_gop_share 0.25" in generate_latest(cams.metrics.registry).decode()
     for name, codec in codecs.items():
         decoded = set(codec.decoded)
         groups = [set(range(g, g + GOP)) for g in range(0, 400, GOP)]

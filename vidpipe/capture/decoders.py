@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from vidpipe.capture.group import ReadGroups
+from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.source import Source
 from vidpipe.config import CameraConfig, CaptureConfig, Config
 from vidpipe.config.registry import CAPTURE_DECODERS
@@ -105,7 +106,10 @@ class CaptureContext:
         return decoder_kind(camera.decoder or defaults.decoder).source(camera, defaults, self)
 
     def bind_metrics(self, metrics: Metrics, cfg: Config) -> None:
-        """Every registered decoder's pipeline-wide metrics."""
+        """The share of groups decoded in full, and every registered decoder's pipeline-wide
+        metrics."""
+        shared = self.shared(SharedShare)
+        metrics.gop_share.set_function(lambda: shared.share)
         kinds: dict[str, DecoderKind] = CAPTURE_DECODERS.factories
         for kind in kinds.values():
             if kind.bind_metrics is not None:
