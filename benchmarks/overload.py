@@ -149,9 +149,10 @@ class Renicer:
                     self._done.add(tid)
 
 
-def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[str, float]:
+def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[str, Any]:
     """``vidpipe_gop_share`` read every ``every_s`` over the window: its least, mean and
-    most (the share of groups decoded in full moves once a second)."""
+    most, and every reading in order (the share of groups decoded in full moves once a
+    second; the trace shows whether it swings)."""
     seen: list[float] = []
     end = time.monotonic() + window_s
     while (left := end - time.monotonic()) > 0:
@@ -161,7 +162,12 @@ def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[s
             seen.append(value)
     if not seen:
         return {}
-    return {"min": min(seen), "mean": round(sum(seen) / len(seen), 3), "max": max(seen)}
+    return {
+        "min": min(seen),
+        "mean": round(sum(seen) / len(seen), 3),
+        "max": max(seen),
+        "trace": [round(v, 3) for v in seen],
+    }
 
 
 def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
