@@ -49,6 +49,7 @@ from benchmarks.gpu_daemon import (
     stop_dmon,
     thread_cpu,
 )
+from vidpipe.capture.group_budget import SharedShare
 from vidpipe.quantiles import bucket_quantile, quantile_of
 from vidpipe.reload import active_cameras
 
@@ -149,17 +150,22 @@ class Renicer:
                     self._done.add(tid)
 
 
-def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[str, Any]:
+def _watch_share(
+    registry: Any, shared: Any, window_s: float, every_s: float = 0.5
+) -> dict[str, Any]:
     """``vidpipe_gop_share`` read every ``every_s`` over the window: its least, mean and
-    most, and every reading in order (the share of groups decoded in full moves once a
-    second; the trace shows whether it swings)."""
+    most, and every reading in order with what the period before it saw (due frames,
+    taken, inference waiting): the share moves once a second, the trace shows whether it
+    swings and why."""
     seen: list[float] = []
+    periods: list[tuple[int, int, int]] = []
     end = time.monotonic() + window_s
     while (left := end - time.monotonic()) > 0:
         time.sleep(min(every_s, left))
         value = registry.get_sample_value("vidpipe_gop_share")
         if value is not None:
             seen.append(value)
+            periods.append(shared.last)
     if not seen:
         return {}
     return {
@@ -167,6 +173,7 @@ def _watch_share(registry: Any, window_s: float, every_s: float = 0.5) -> dict[s
         "mean": round(sum(seen) / len(seen), 3),
         "max": max(seen),
         "trace": [round(v, 3) for v in seen],
+        "due_taken_idle": periods,
     }
 
 
@@ -202,7 +209,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
                 thread_cpu(),
             )
             sampler.start()
-            share = _watch_share(registry, args.window)
+            share = _watch_share(registry, daemon.pipeline.capture.shared(SharedShare), args.window)
             stacks = sampler.stop()
             after, cpu1, t1, threads1 = (
                 _snapshot(registry, mine),

@@ -60,6 +60,7 @@ def test_the_share_moves_once_a_period_not_on_every_keyframe() -> None:
     clock.now += gb.PERIOD_S / 2
     shared.tick()
     assert shared.share == gb.DOWN and shared.due == shared.taken == 0
+    assert shared.last == (100, 0, 0)  # what the period saw, for the bench's trace
 
 
 def decisions(budget: GroupBudget, groups: int, group_s: float = 2.0) -> list[bool]:

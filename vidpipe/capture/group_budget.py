@@ -57,6 +57,7 @@ class SharedShare:
         self.due = 0
         self.taken = 0
         self.idle = 0  # due frames at which inference waited for frames
+        self.last = (0, 0, 0)  # the last period's (due, taken, idle), for benches and tests
         self._clock = clock
         self._since = clock()
         self._phases = itertools.count()
@@ -74,6 +75,7 @@ class SharedShare:
             return
         due, taken, idle = self.due, self.taken, self.idle
         self.due = self.taken = self.idle = 0
+        self.last = (due, taken, idle)
         self._since = now
         if due < MIN_DUE:
             return
