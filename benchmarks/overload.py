@@ -155,8 +155,8 @@ def _watch_share(
 ) -> dict[str, Any]:
     """``vidpipe_gop_share`` read every ``every_s`` over the window: its least, mean and
     most, and every reading in order with what the period before it saw (due frames,
-    taken, inference waiting): the share moves once a second, the trace shows whether it
-    swings and why."""
+    taken, the share of the time inference waited for frames): the share moves once a
+    second, the trace shows whether it swings and why."""
     seen: list[float] = []
     periods: list[tuple[int, int, int]] = []
     end = time.monotonic() + window_s
@@ -236,6 +236,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
         "reader_nice": args.reader_nice,
         "shed_gops": args.shed_gops,
         "share_rule": args.share_rule,
+        "idle_signal": "timed",  # inference's waits timed, not sampled at each due frame
         "skip_unused_frames": args.skip_unused_frames,
         "gpu_util": utilisation,
         "gop_share": share,
@@ -333,8 +334,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=("idle", "taken"),
         default="idle",
         help="how the share of groups decoded in full moves (capture/group_budget.py): up "
-        "while inference waits for frames, else by the due frames taken (idle, as shipped); "
-        "by the due frames taken alone (taken, the rule before it)",
+        "while inference waits for frames over a quarter of the time, else by the due frames "
+        "taken (idle, as shipped; results before 2026-12-06 sampled the wait at each due "
+        "frame instead of timing it); by the due frames taken alone (taken, the rule before)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p

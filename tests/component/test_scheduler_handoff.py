@@ -136,6 +136,22 @@ def test_a_stopped_reader_leaves_the_queue() -> None:
     assert c.wait_empty(threading.Event())  # b is not in the way
 
 
+def test_the_hub_times_only_the_waits_for_frames() -> None:
+    """``waited_s`` (what the share of groups decoded in full reads, capture/group_budget.py)
+    grows while a scheduler waits in ``take`` with no frame, and not when a frame waits."""
+    hub = FrameHub()
+    box = hub.add("a", "newest", lambda f: None)
+    assert box.wait_clock is hub
+    stop = threading.Event()
+    before = hub.waited_s
+    assert hub.take(0.05) is None
+    waited = hub.waited_s
+    assert waited > before
+    box.put(Frame(camera="a", seq=0, t_capture=time.monotonic(), image=_IMAGE), stop)
+    assert hub.take(0.05) is not None
+    assert hub.waited_s == waited  # a frame was there: no wait
+
+
 def test_bad_ahead_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="ahead limit"):
         FrameHub().set_ahead_limit(0)

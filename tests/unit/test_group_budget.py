@@ -3,6 +3,8 @@ spends it (``vidpipe/capture/group_budget.py``), on a fake clock."""
 
 from __future__ import annotations
 
+import gc
+
 from vidpipe.capture import group_budget as gb
 from vidpipe.capture.group_budget import GroupBudget, SharedShare, shed_groups
 
@@ -15,10 +17,22 @@ class Clock:
         return self.now
 
 
-def period(shared: SharedShare, clock: Clock, due: int, taken: int, idle: int = 0) -> float:
+class Waits:
+    """A hub's count of the seconds inference waited for frames (``FrameHub.waited_s``)."""
+
+    def __init__(self) -> None:
+        self.waited_s = 7.0  # what it waited before the cameras watched it does not count
+
+
+def period(
+    shared: SharedShare, clock: Clock, due: int, taken: int, waited: float = 0.0, *hubs: Waits
+) -> float:
     """One period in which the cameras had ``due`` frames, ``taken`` of them finding the
-    frame before taken and ``idle`` of them inference waiting for frames; the share after."""
-    shared.due, shared.taken, shared.idle = due, taken, idle
+    frame before taken, while inference waited for frames ``waited`` of the period on each
+    of ``hubs``; the share after."""
+    shared.due, shared.taken = due, taken
+    for hub in hubs:
+        hub.waited_s += waited * gb.PERIOD_S
     clock.now += gb.PERIOD_S
     shared.tick()
     return shared.share
@@ -40,14 +54,35 @@ def test_the_share_falls_while_inference_leaves_frames_and_rises_once_it_takes_t
 def test_the_share_rises_while_inference_waits_for_frames_however_many_were_replaced() -> None:
     """A GPU process whose batches take longer than a frame interval: a third of the frames
     replaced before inference took them, while it waited for frames most of the time."""
-    clock = Clock()
+    clock, hub = Clock(), Waits()
     shared = SharedShare(clock)
     shared.share = 0.4
-    assert period(shared, clock, due=100, taken=40, idle=60) == 0.4 + gb.UP
-    # waiting at a quarter of the due frames or less: the frames left decide
-    assert period(shared, clock, due=100, taken=40, idle=25) == (0.4 + gb.UP) * gb.DOWN
-    assert period(shared, clock, due=100, taken=95, idle=0) == (0.4 + gb.UP) * gb.DOWN + gb.UP
-    assert shared.idle == 0  # counted afresh each period
+    # a hub not watched: its waits are not seen, the frames left decide
+    assert period(shared, clock, 100, 40, 0.6, hub) == 0.4 * gb.DOWN
+    shared.share = 0.4
+    shared.watch(hub)
+    shared.watch(hub)  # every camera of the hub asks: counted once
+    assert period(shared, clock, 100, 40, 0.6, hub) == 0.4 + gb.UP
+    assert shared.last == (100, 40, 0.6)
+    # waiting a quarter of the time or less: the frames left decide
+    assert period(shared, clock, 100, 40, 0.25, hub) == (0.4 + gb.UP) * gb.DOWN
+    assert period(shared, clock, 100, 95, 0.0, hub) == (0.4 + gb.UP) * gb.DOWN + gb.UP
+
+
+def test_the_time_waited_is_the_mean_over_the_hubs_and_a_hub_gone_counts_no_more() -> None:
+    """Two models' hubs, one waiting most of the time and one never: the cameras share one
+    share, moved by the mean; once the idle hub is gone, by the other alone."""
+    clock, busy, idle = Clock(), Waits(), Waits()
+    shared = SharedShare(clock)
+    shared.share = 0.4
+    shared.watch(busy)
+    shared.watch(idle)
+    idle.waited_s += 0.4 * gb.PERIOD_S
+    assert period(shared, clock, 100, 40, 0.0, busy) == 0.4 * gb.DOWN  # mean 0.2
+    del idle
+    gc.collect()
+    assert period(shared, clock, 100, 40, 0.0, busy) == 0.4 * gb.DOWN * gb.DOWN
+    assert period(shared, clock, 100, 40, 0.4, busy) == 0.4 * gb.DOWN * gb.DOWN + gb.UP
 
 
 def test_the_share_moves_once_a_period_not_on_every_keyframe() -> None:
@@ -99,9 +134,9 @@ def test_due_frames_count_into_the_shared_share() -> None:
     shared = SharedShare(Clock())
     a, b = GroupBudget(shared, 4.0), GroupBudget(shared, 4.0)
     a.due(taken=True)
-    b.due(taken=False, idle=True)
+    b.due(taken=False)
     b.due(taken=True)
-    assert (shared.due, shared.taken, shared.idle) == (3, 2, 1)
+    assert (shared.due, shared.taken) == (3, 2)
 
 
 def test_only_a_source_that_can_shed_gets_a_budget_and_phases_spread_evenly() -> None:
@@ -126,3 +161,17 @@ def test_only_a_source_that_can_shed_gets_a_budget_and_phases_spread_evenly() ->
     for k in range(8):
         full = sum(c.keyframe(2.0 * k) for c in cameras)
         assert full == 60 if k == 0 else 13 <= full <= 17, (k, full)
+
+
+def test_a_camera_given_a_budget_has_its_hub_watched() -> None:
+    class Shedding:
+        def shed_groups(self, budget: GroupBudget | None) -> None:
+            pass
+
+    clock, hub = Clock(), Waits()
+    shared = SharedShare(clock)
+    shared.share = 0.4
+    assert shed_groups(object(), shared, 4.0, hub) is None  # cannot shed: nothing watched
+    assert period(shared, clock, 100, 70, 0.6, hub) == 0.4
+    assert shed_groups(Shedding(), shared, 4.0, hub) is not None
+    assert period(shared, clock, 100, 70, 0.6, hub) == 0.4 + gb.UP

@@ -9,13 +9,15 @@ HEVC stream can only be left undecoded together with every frame predicted from 
 unit of shedding before the decoder is the group of pictures: from a keyframe to the next.
 
 The cameras of a pipeline share one ``share`` of groups decoded in full. Each second it is set
-from what inference did with the due frames of every camera. When inference waited for frames
-at more than ``IDLE`` of them, it has room and the share rises (by ``UP``), however many frames
-were replaced before it took them: a GPU process whose batches take longer than a frame
-interval replaces a third of its frames while its scheduler waits most of the time, and the
-share held there inferred 0.67 of the process's capacity (``benchmarks/README.md``, "NVDEC
-cameras shedding groups of pictures"). Otherwise, when less than ``LOW`` of them found the
-frame made before them taken, it falls (by ``DOWN``, to at least ``MIN_SHARE``); above
+from what inference did. When inference waited for frames more than ``IDLE`` of the second,
+it has room and the share rises (by ``UP``), however many frames were replaced before it took
+them: a GPU process whose batches take longer than a frame interval replaces a third of its
+frames while its scheduler waits most of the time, and the share held there inferred 0.67 of
+the process's capacity (``benchmarks/README.md``, "NVDEC cameras shedding groups of
+pictures"). The wait is timed (``FrameHub.waited_s``), not sampled as frames come: frames come
+in bursts, each burst ends the wait, and a scheduler that waited half the time was found
+waiting by fewer of the frames. Otherwise, when less than ``LOW`` of the due frames found the
+frame made before them taken, the share falls (by ``DOWN``, to at least ``MIN_SHARE``); above
 ``HIGH`` it rises. A group not decoded in full still has its keyframe decoded
 and handed on, so every camera keeps a fresh frame at least once a group. Each camera spends
 the share on its own schedule (a credit that starts at its own phase), so the
@@ -29,12 +31,16 @@ long.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
+import weakref
 from collections.abc import Callable
+
+from vidpipe.capture.mailbox import WaitClock
 
 LOW = 0.6  # below this share of due frames finding the last one taken, decode fewer groups
 HIGH = 0.9  # above it, more
-IDLE = 0.25  # above this share of due frames finding inference waiting for frames, more
+IDLE = 0.25  # above this share of the time inference waited for frames, more
 # Falls by a factor, rises by a step (as TCP's window): the cores go back to inference within
 # seconds of an overload, and a share that overshoots upwards only costs a little waste.
 DOWN = 0.8
@@ -56,9 +62,12 @@ class SharedShare:
         self.share = 1.0
         self.due = 0
         self.taken = 0
-        self.idle = 0  # due frames at which inference waited for frames
-        self.last = (0, 0, 0)  # the last period's (due, taken, idle), for benches and tests
+        # the last period's due and taken frames and share of the time inference waited for
+        # frames, for benches and tests
+        self.last: tuple[int, int, float] = (0, 0, 0.0)
         self._clock = clock
+        self._waits: weakref.WeakKeyDictionary[WaitClock, float] = weakref.WeakKeyDictionary()
+        self._waits_lock = threading.Lock()  # cameras open while another thread ticks
         self._since = clock()
         self._phases = itertools.count()
 
@@ -68,18 +77,38 @@ class SharedShare:
         the cameras of a cluster would decode the same groups, every time)."""
         return (next(self._phases) * _GOLDEN) % 1.0
 
+    def watch(self, clock: WaitClock) -> None:
+        """Count the time inference waits for frames on ``clock`` (the hub of a camera that
+        sheds groups; each hub once, forgotten with it)."""
+        with self._waits_lock:
+            if clock not in self._waits:
+                self._waits[clock] = clock.waited_s
+
+    def _waited(self, period_s: float) -> float:
+        """The share of the last ``period_s`` inference waited for frames, the mean over the
+        clocks watched (0: none)."""
+        with self._waits_lock:
+            readings = [(clock, clock.waited_s - before) for clock, before in self._waits.items()]
+            for clock, waited_s in readings:
+                self._waits[clock] += waited_s
+        if not readings or period_s <= 0:
+            return 0.0
+        return sum(w for _, w in readings) / (len(readings) * period_s)
+
     def tick(self) -> None:
-        """Move the share once a period, from the due frames of every camera."""
+        """Move the share once a period, from the due frames of every camera and the time
+        inference waited for frames."""
         now = self._clock()
         if now - self._since < PERIOD_S:
             return
-        due, taken, idle = self.due, self.taken, self.idle
-        self.due = self.taken = self.idle = 0
-        self.last = (due, taken, idle)
+        due, taken = self.due, self.taken
+        self.due = self.taken = 0
+        waited = self._waited(now - self._since)
+        self.last = (due, taken, round(waited, 3))
         self._since = now
         if due < MIN_DUE:
             return
-        if idle > IDLE * due:
+        if waited > IDLE:
             self.share = min(1.0, self.share + UP)
         elif taken < LOW * due:
             self.share = max(MIN_SHARE, self.share * DOWN)
@@ -119,21 +148,24 @@ class GroupBudget:
             return True
         return False
 
-    def due(self, taken: bool, idle: bool = False) -> None:
-        """A due frame came: ``taken`` says whether inference took the frame made before it,
-        ``idle`` whether inference waits for frames now."""
+    def due(self, taken: bool) -> None:
+        """A due frame came: ``taken`` says whether inference took the frame made before it."""
         shared = self.shared
         shared.due += 1
         shared.taken += taken
-        shared.idle += idle
 
 
-def shed_groups(source: object, shared: SharedShare, max_group_s: float) -> GroupBudget | None:
+def shed_groups(
+    source: object, shared: SharedShare, max_group_s: float, waits: WaitClock | None = None
+) -> GroupBudget | None:
     """Give ``source`` a budget of groups to decode, if it can shed them (a source with
-    ``shed_groups``); the budget, or None."""
+    ``shed_groups``); the budget, or None. ``waits`` times inference's waits for the
+    camera's frames."""
     attach = getattr(source, "shed_groups", None)
     if attach is None:
         return None
+    if waits is not None:
+        shared.watch(waits)
     budget = GroupBudget(shared, max_group_s, shared.next_phase())
     attach(budget)
     return budget

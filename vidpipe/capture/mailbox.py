@@ -14,6 +14,12 @@ from vidpipe.types import Frame
 Policy = Literal["newest", "block"]
 
 
+class WaitClock(Protocol):
+    """The seconds inference waited for frames, all told (it had room meanwhile)."""
+
+    waited_s: float
+
+
 class FrameSink(Protocol):
     """A camera's one-frame hand-off to inference.
 
@@ -34,8 +40,9 @@ class FrameSink(Protocol):
         ...
 
     @property
-    def inference_waits(self) -> bool:
-        """Inference waits for a frame now (it has room), read without a lock."""
+    def wait_clock(self) -> WaitClock:
+        """What counts the time inference waited for frames (shared by the cameras of one
+        model)."""
         ...
 
     def unread_seq(self) -> int | None:

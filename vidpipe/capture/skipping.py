@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from vidpipe.capture.group_budget import GroupBudget, SharedShare, shed_groups
+from vidpipe.capture.mailbox import WaitClock
 from vidpipe.capture.pacing import Decimator
 from vidpipe.config import CameraConfig, CaptureConfig
 
@@ -127,6 +128,7 @@ def leave_undecoded(
     policy: str,
     shared: SharedShare,
     held_back: HeldBack,
+    waits: WaitClock | None = None,
 ) -> GroupBudget | None:
     """Let a freshly opened ``source`` leave undecoded what the camera's settings allow:
     the non-reference frames detection would not use, or (a live camera, ``newest``) that
@@ -141,4 +143,4 @@ def leave_undecoded(
         shed = bool(getattr(source, "SHEDS_GROUPS_BY_DEFAULT", False))
     if policy != "newest" or not shed:
         return None
-    return shed_groups(source, shared, defaults.shed_gop_max_s)
+    return shed_groups(source, shared, defaults.shed_gop_max_s, waits)

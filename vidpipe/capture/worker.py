@@ -337,6 +337,7 @@ class CaptureWorker:
             source, info.fps, self.camera, self._defaults, self._decimator, self._mailbox.policy,
             self._context.shared(SharedShare),
             self._once.held_back,
+            self._mailbox.wait_clock,
         )  # fmt: skip
         session.info = info
         session.epoch = next(_EPOCHS)
@@ -479,7 +480,7 @@ class CaptureWorker:
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
         drop, waiting = self._once.drop(seq, undecoded=undecoded.unread > 0)
         if session.budget is not None:  # what a frame waiting now says of its group
-            session.budget.due(taken=waiting is None, idle=self._mailbox.inference_waits)
+            session.budget.due(taken=waiting is None)
         if drop:
             self._metrics.drop("mailbox_full")
             return True

@@ -88,10 +88,9 @@ class Mailbox:
         return self._hub.fit
 
     @property
-    def inference_waits(self) -> bool:
-        """A scheduler waits in ``take`` for a frame now: inference has room. Read without
-        the hub's lock, a moment stale at most."""
-        return self._hub._takers > 0
+    def wait_clock(self) -> FrameHub:
+        """The hub, whose ``waited_s`` says how long inference waited for frames."""
+        return self._hub
 
     def put(self, frame: Frame, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Offer a frame. Returns False only if ``stop`` was set while waiting (block policy)."""
@@ -192,6 +191,9 @@ class FrameHub:
         self._turn_clock: TurnClock | None = None
         self._due = 0.0  # the turn clock's time for the first reader in line
         self._takers = 0  # schedulers waiting in ``take``
+        # Seconds schedulers waited in ``take`` for a frame, all told: the time inference had
+        # room (``vidpipe/capture/group_budget.py`` reads it). Written under the lock.
+        self.waited_s = 0.0
         self._nudged = False  # ``take`` returns at once
         # The model input (width, height) of the scheduler taking from the hub: readers convert
         # their frames at that size only (``Picture.image_for``). None: whole frames.
@@ -238,11 +240,13 @@ class FrameHub:
             frame = self._take_locked()
             if frame is None and not self._nudged:
                 self._takers += 1
+                t_wait = time.monotonic()
                 try:
                     if self.ready.wait(timeout_s):
                         frame = self._take_locked()
                 finally:
                     self._takers -= 1
+                    self.waited_s += time.monotonic() - t_wait
             self._nudged = False
             return frame
 
