@@ -177,6 +177,16 @@ def _watch_share(
     }
 
 
+def _share_rule(rule: str) -> None:
+    """Set the share's rule for this process (``--share-rule``)."""
+    from vidpipe.capture import group_budget
+
+    if rule in ("taken", "plain"):  # no hold after a move, no slow rise near the last fall
+        group_budget.HOLD_GROUPS, group_budget.SLOW = 0.0, 1.0
+    if rule == "taken":  # inference's waiting never counts: more than the whole period
+        group_budget.IDLE = float("inf")
+
+
 def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
     """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
     from vidpipe.daemon import Daemon
@@ -331,12 +341,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--share-rule",
-        choices=("idle", "taken"),
+        choices=("idle", "plain", "taken"),
         default="idle",
         help="how the share of groups decoded in full moves (capture/group_budget.py): up "
         "while inference waits for frames over a quarter of the time, else by the due frames "
-        "taken (idle, as shipped; results before 2026-12-06 sampled the wait at each due "
-        "frame instead of timing it); by the due frames taken alone (taken, the rule before)",
+        "taken, holding a group after each move and rising slowly near the share of the last "
+        "fall (idle, as shipped; results before 2026-12-06 sampled the wait at each due "
+        "frame instead of timing it, and neither held nor rose slowly); the same without the "
+        "hold and the slow rise (plain); by the due frames taken alone, without them (taken)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p
@@ -365,10 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     _defaults(args)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
-    if args.share_rule == "taken":  # inference's waiting never counts: more than every due frame
-        from vidpipe.capture import group_budget
-
-        group_budget.IDLE = float("inf")
+    _share_rule(args.share_rule)
     for n in (int(c) for c in args.cameras.split(",") if c):
         point = measure(args, n)
         line = json.dumps(point)

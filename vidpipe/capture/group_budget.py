@@ -18,8 +18,21 @@ pictures"). The wait is timed (``FrameHub.waited_s``), not sampled as frames com
 in bursts, each burst ends the wait, and a scheduler that waited half the time was found
 waiting by fewer of the frames. Otherwise, when less than ``LOW`` of the due frames found the
 frame made before them taken, the share falls (by ``DOWN``, to at least ``MIN_SHARE``); above
-``HIGH`` it rises. A group not decoded in full still has its keyframe decoded
-and handed on, so every camera keeps a fresh frame at least once a group. Each camera spends
+``HIGH`` it rises.
+
+Past a point, more frames decoded means fewer inferred, not the same number with more shed:
+one H100 process of 180 cameras inferred about 1,450 frames a second while its cameras decoded
+1,400-1,900 due frames a second, and 280-900 once they decoded 2,000-3,000, for seconds at a
+time (the readers' work for every frame starves the threads that run the batches; a reader
+that fell behind then catches up in a burst). A share that overshoots is not a little waste
+but a collapse, and it shows a group of pictures late: the cameras take a new share at their
+next keyframe. So after each move the share holds for the longest group seen (the period
+after a move still shows the share before it), and the share at which frames were last left
+untaken is remembered: the share rises to ``NEAR`` of it in whole steps, and past that by
+``SLOW`` of a step, as TCP CUBIC nears the window of its last loss.
+
+A group not decoded in full still has its keyframe decoded and handed on, so every camera
+keeps a fresh frame at least once a group. Each camera spends
 the share on its own schedule (a credit that starts at its own phase), so the
 cameras shed alike and not all in the same groups: what GStreamer's decoders do on QoS
 events, and DeepStream's ``skip-frames``, by hand.
@@ -42,9 +55,12 @@ LOW = 0.6  # below this share of due frames finding the last one taken, decode f
 HIGH = 0.9  # above it, more
 IDLE = 0.25  # above this share of the time inference waited for frames, more
 # Falls by a factor, rises by a step (as TCP's window): the cores go back to inference within
-# seconds of an overload, and a share that overshoots upwards only costs a little waste.
+# seconds of an overload.
 DOWN = 0.8
 UP = 0.05
+NEAR = 0.9  # of the share at the last fall: above it the share rises by SLOW of a step
+SLOW = 0.25
+HOLD_GROUPS = 1.0  # after a move the share holds for this many of the longest group
 MIN_SHARE = 0.05
 # Every 4 s or every second made no difference; every 10 s adapted too slowly (60 cameras: 45
 # against 97 inferred fps, benchmarks/README.md).
@@ -60,6 +76,7 @@ class SharedShare:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.share = 1.0
+        self.group_s = 0.0  # the longest group of pictures a camera shedding them has
         self.due = 0
         self.taken = 0
         # the last period's due and taken frames and share of the time inference waited for
@@ -68,6 +85,9 @@ class SharedShare:
         self._clock = clock
         self._waits: weakref.WeakKeyDictionary[WaitClock, float] = weakref.WeakKeyDictionary()
         self._waits_lock = threading.Lock()  # cameras open while another thread ticks
+        self._hold_until = 0.0  # the share stays until its last move shows
+        self._ceiling = 1.0  # the share at the last fall (1.0: none, or risen past it since)
+        self._falling = False
         self._since = clock()
         self._phases = itertools.count()
 
@@ -106,14 +126,30 @@ class SharedShare:
         waited = self._waited(now - self._since)
         self.last = (due, taken, round(waited, 3))
         self._since = now
-        if due < MIN_DUE:
+        if due < MIN_DUE or now + PERIOD_S / 2 < self._hold_until:
             return
+        before = self.share
         if waited > IDLE:
-            self.share = min(1.0, self.share + UP)
+            self._rise()
         elif taken < LOW * due:
-            self.share = max(MIN_SHARE, self.share * DOWN)
+            self._fall()
         elif taken > HIGH * due:
-            self.share = min(1.0, self.share + UP)
+            self._rise()
+        if self.share != before:
+            self._hold_until = now + HOLD_GROUPS * self.group_s
+
+    def _rise(self) -> None:
+        self._falling = False
+        near = self.share + UP <= NEAR * self._ceiling
+        self.share = min(1.0, self.share + (UP if near else UP * SLOW))
+        if self.share > self._ceiling:
+            self._ceiling = 1.0  # risen past the last fall's share without a fall: forgotten
+
+    def _fall(self) -> None:
+        if not self._falling:  # a second fall in a row says nothing new of the ceiling
+            self._ceiling = self.share
+        self._falling = True
+        self.share = max(MIN_SHARE, self.share * DOWN)
 
 
 class GroupBudget:
@@ -135,7 +171,9 @@ class GroupBudget:
         would then all decode at the same moments, and inference would idle in between (a
         third of the throughput where whole groups kept nearly all of it)."""
         if media_s is not None and self._key_s is not None and media_s > self._key_s:
-            self._group_s = media_s - self._key_s
+            self._group_s = group_s = media_s - self._key_s
+            if self.shared.group_s < group_s <= self.max_group_s:
+                self.shared.group_s = group_s
         self._key_s = media_s
         self.shared.tick()
         share = self.shared.share
