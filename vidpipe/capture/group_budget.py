@@ -21,21 +21,21 @@ frame made before them taken, the share falls (by ``DOWN``, to at least ``MIN_SH
 ``HIGH`` it rises.
 
 Past a point, more frames decoded means fewer inferred, not the same number with more shed:
-one H100 process of 180 cameras inferred about 1,450 frames a second while its cameras decoded
-1,400-1,900 due frames a second, and 280-900 once they decoded 2,000-3,000, for seconds at a
-time (the readers' work for every frame starves the threads that run the batches; a reader
-that fell behind then catches up in a burst). A share that overshoots is not a little waste
-but a collapse, and it shows a group of pictures late: the cameras take a new share at their
-next keyframe. So after each move the share holds for the longest group seen (the period
-after a move still shows the share before it), and the share at which frames were last left
-untaken is remembered: the share rises to ``NEAR`` of it in whole steps, and past that by
-``SLOW`` of a step, as TCP CUBIC nears the window of its last loss.
+one H100 process of 180 cameras inferred up to 1,484 frames a second while its cameras decoded
+up to 1,867 due frames a second, and mostly 280-1,375 while they decoded 1,973-2,984, for
+seconds at a time (the readers' work for every frame starves the threads that run the
+batches; a reader that fell behind then catches up in a burst). A share that overshoots is
+not a little waste but a collapse, and it shows a group of pictures late: the cameras take a
+new share at their next keyframe. So after each move the share holds for the longest group
+seen (the period after a move still shows the share before it), and the share at which
+frames were last left untaken is remembered: the share rises to ``NEAR`` of it in whole
+steps, and past that by ``SLOW`` of a step, as TCP CUBIC nears the window of its last loss.
 
 A group not decoded in full still has its keyframe decoded and handed on, so every camera
-keeps a fresh frame at least once a group. Each camera spends
-the share on its own schedule (a credit that starts at its own phase), so the
-cameras shed alike and not all in the same groups: what GStreamer's decoders do on QoS
-events, and DeepStream's ``skip-frames``, by hand.
+keeps a fresh frame at least once a group. Each camera spends the share on its own schedule
+(a credit that starts at its own phase), so the cameras shed alike and not all in the same
+groups: what GStreamer's decoders do on QoS events, and DeepStream's ``skip-frames``, by
+hand.
 
 Groups longer than ``capture.shed_gop_max_s`` are never shed: a camera would be blind for as
 long.
