@@ -126,6 +126,7 @@ class SharedShare:
         waited = self._waited(now - self._since)
         self.last = (due, taken, round(waited, 3))
         self._since = now
+        # held: ticks come about a period apart, so the one due as the hold ends still moves
         if due < MIN_DUE or now + PERIOD_S / 2 < self._hold_until:
             return
         before = self.share
