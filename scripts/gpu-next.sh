@@ -15,9 +15,10 @@
 #   overload   one process at 40, 60 and 120 cameras: 1.5x and 3x its count (about 200 s)
 #   overload-shed  one process at 60, 120 and 180 cameras (1, 2 and 3 times its count) with
 #              groups of pictures shed before NVDEC (capture.shed_gops), then 120 and 180
-#              with the share moved by the due frames taken alone (--share-rule taken), each
-#              over 30 s: a camera's share comes in whole groups of pictures (about 330 s;
-#              one JSON file, each line says shed_gops and share_rule)
+#              with the share moved without its hold after a move and its slow rise near the
+#              last fall (--share-rule plain), each over 30 s: a camera's share comes in whole
+#              groups of pictures (about 330 s; one JSON file, each line says share_rule and
+#              traces the share)
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
@@ -68,7 +69,7 @@ for s in $STEPS; do
       --model "$M" --labels "$L" --clip "$CLIP" --cameras 40,60,120 --warmup 6 --window 10 \
       --json "$OUT/next-overload.jsonl" ;;
     overload-shed)  # NVDEC groups shed before decoding, the share moved by two rules
-      for a in '--cameras 60,120,180' '--cameras 120,180 --share-rule taken'; do
+      for a in '--cameras 60,120,180' '--cameras 120,180 --share-rule plain'; do
         step "overload-${a##* }" python3 -X faulthandler -m benchmarks.overload --device cuda \
           --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
           --json "$OUT/next-overload-shed.jsonl"; done ;;
