@@ -150,24 +150,18 @@ class Renicer:
                     self._done.add(tid)
 
 
-def _watch_share(
-    registry: Any, shared: Any, window_s: float, every_s: float = 0.5
-) -> dict[str, Any]:
-    """``vidpipe_gop_share`` read every ``every_s`` over the window: its least, mean and
-    most, and every reading in order with what the period before it saw (due frames,
-    taken, the share of the time inference waited for frames): the share moves once a
-    second, the trace shows whether it swings and why."""
+def _watch_share(shared: SharedShare, window_s: float, every_s: float = 0.5) -> dict[str, Any]:
+    """The share of groups decoded in full (``vidpipe_gop_share``) read every ``every_s``
+    over the window: its least, mean and most, and every reading in order with what the
+    period before it saw (due frames, taken, the share of the time inference waited for
+    frames): the share moves once a second, the trace shows whether it swings and why."""
     seen: list[float] = []
-    periods: list[tuple[int, int, int]] = []
+    periods: list[tuple[int, int, float]] = []
     end = time.monotonic() + window_s
     while (left := end - time.monotonic()) > 0:
         time.sleep(min(every_s, left))
-        value = registry.get_sample_value("vidpipe_gop_share")
-        if value is not None:
-            seen.append(value)
-            periods.append(shared.last)
-    if not seen:
-        return {}
+        seen.append(shared.share)
+        periods.append(shared.last)
     return {
         "min": min(seen),
         "mean": round(sum(seen) / len(seen), 3),
@@ -219,7 +213,7 @@ def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
                 thread_cpu(),
             )
             sampler.start()
-            share = _watch_share(registry, daemon.pipeline.capture.shared(SharedShare), args.window)
+            share = _watch_share(daemon.pipeline.capture.shared(SharedShare), args.window)
             stacks = sampler.stop()
             after, cpu1, t1, threads1 = (
                 _snapshot(registry, mine),

@@ -105,13 +105,13 @@ class SharedShare:
                 self._waits[clock] = clock.waited_s
 
     def _waited(self, period_s: float) -> float:
-        """The share of the last ``period_s`` inference waited for frames, the mean over the
-        clocks watched (0: none)."""
+        """The share of the last ``period_s`` (> 0) inference waited for frames, the mean
+        over the clocks watched (0: none)."""
         with self._waits_lock:
             readings = [(clock, clock.waited_s - before) for clock, before in self._waits.items()]
             for clock, waited_s in readings:
                 self._waits[clock] += waited_s
-        if not readings or period_s <= 0:
+        if not readings:
             return 0.0
         return sum(w for _, w in readings) / (len(readings) * period_s)
 
