@@ -101,10 +101,11 @@ def test_a_file_camera_that_waits_for_inference_never_sheds_fake_gpu(
 def test_nvdec_cameras_shed_groups_by_default_and_not_when_told_fake_gpu(
     cameras: Callable[..., Cameras], shed_gops: bool | None
 ) -> None:
-    """``capture.shed_gops`` unset: NVDEC cameras shed (``NvdecSource``'s default, where a
-    process past its count decoding every frame collapses); false: they decode every frame."""
+    """``capture.shed_gops`` left out: NVDEC cameras shed (a process past its count decoding
+    every frame collapses); false: they decode every frame."""
     codec = FakeCodec(packets=200, delay=1, gop=GOP)
-    cams = cameras({"a": codec}, capture=FAST.model_copy(update={"shed_gops": shed_gops}))
+    capture = FAST if shed_gops is None else FAST.model_copy(update={"shed_gops": shed_gops})
+    cams = cameras({"a": codec}, capture=capture)
     _held_share(cams, 0.25)
     cams.start()
     until(lambda: all(w.state is CameraState.STOPPED for w in cams.workers))

@@ -300,8 +300,6 @@ class NvdecSource:
         """Packets the decoder rejected over this source's life (skipped, not fatal)."""
         return 0 if self._reader is None else self._reader.decode_errors
 
-    SHEDS_GROUPS_BY_DEFAULT = True  # decoding every frame past its count collapses a process
-
     def shed_groups(self, budget: GroupBudget | None) -> None:
         """Leave groups of pictures undecoded as ``budget`` says (``NvdecReader.shed_groups``;
         a read-ahead reader decodes on a thread of its own and never sheds)."""

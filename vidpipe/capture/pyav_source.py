@@ -242,10 +242,6 @@ class PyAVSource:
         skips = wanted is not None or held_back is not None
         self._skipper = NonRefSkipper(wanted, held_back) if skips else None
 
-    # On small streams inference runs out first: decoding every frame costs little there, and
-    # whole groups would make the cameras' shares less even (benchmarks/README.md)
-    SHEDS_GROUPS_BY_DEFAULT = False
-
     def shed_groups(self, budget: GroupBudget | None) -> None:
         """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
         or only the keyframe (``vidpipe/capture/group_budget.py``); None decodes every frame."""

@@ -138,9 +138,6 @@ def leave_undecoded(
     if defaults.skip_unused_frames:
         wanted = decimator.wanted_after(1.0 / fps) if camera.detect_fps and fps else None
         skip_unwanted_frames(source, wanted, held_back if policy == "newest" else None)
-    shed = defaults.shed_gops
-    if shed is None:  # the decoder's own default (``NvdecSource``: on; ``PyAVSource``: off)
-        shed = bool(getattr(source, "SHEDS_GROUPS_BY_DEFAULT", False))
-    if policy != "newest" or not shed:
+    if policy != "newest" or not defaults.shed_gops:
         return None
     return shed_groups(source, shared, defaults.shed_gop_max_s, waits)

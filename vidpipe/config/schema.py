@@ -111,16 +111,15 @@ class CaptureConfig(ConfigModel):
         "use (counted as decimated); on a live camera, one that would replace a frame still "
         "waiting for inference (counted as mailbox_full)",
     )
-    shed_gops: bool | None = Field(
-        None,
+    shed_gops: bool = Field(
+        True,
         description="live cameras past what inference takes (pyav, and nvdec without "
         "read-ahead): decode only the keyframe of some groups of pictures instead of frames "
         "that would be shed after decoding; they are counted as captured and dropped "
         "(gop_shed). It keeps inference fed where decoding is what runs out, at the cost of "
-        "shares per camera that are less even. Unset: on for nvdec cameras (one GPU process "
-        "past its count otherwise collapses: docs/gpu.md), off for pyav cameras (on small "
-        "streams inference runs out first, and decoding every frame costs little); true or "
-        "false: for every camera",
+        "shares per camera that are less even (docs/sizing.md). false decodes every frame "
+        "and sheds after decoding: one GPU process past its count then collapses "
+        "(docs/gpu.md), and a CPU box infers a fifth less",
     )
     shed_gop_max_s: float = Field(
         4.0,
