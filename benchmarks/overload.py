@@ -3,6 +3,7 @@
     python -m benchmarks.overload --device cuda --model M --labels L --clip car-1080p25.mp4 \\
         --cameras 64,80,96,128 --json overload.jsonl
     python -m benchmarks.overload --device cpu --cameras 8,24,48      # OpenVINO, the walkway
+    python -m benchmarks.overload --device cpu --cameras 3x           # 3 times the capacity
 
 The real daemon (``vidpipe.daemon.Daemon``, built through ``vidpipe.assemble``), configured as
 ``benchmarks.gpu_daemon`` configures it: N cameras looping one clip in real time (``newest``
@@ -30,6 +31,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -56,6 +58,10 @@ from vidpipe.reload import active_cameras
 # The threads whose states are reported (by name, digits folded): the consumers of frames.
 _WATCHED = re.compile(r"vidpipe-(scheduler|postprocess|gpu-batcher|gpu#-slot#)|capture-.*")
 _PACKAGE = f"{os.sep}vidpipe{os.sep}"
+
+# The capacity's cameras, read as fast as inference takes them, as tests/integration/
+# test_overload.py measures it: enough to keep a request of each core's busy.
+CAPACITY_CAMERAS = 4
 
 
 def _where(frame: FrameType | None) -> str:
@@ -181,13 +187,17 @@ def _share_rule(rule: str) -> None:
         group_budget.IDLE = float("inf")
 
 
-def measure(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
-    """One daemon with ``cameras`` cameras: warm up, measure a window, shut down."""
+def measure(args: argparse.Namespace, cameras: int, realtime: bool = True) -> dict[str, Any]:
+    """One daemon with ``cameras`` cameras: warm up, measure a window, shut down.
+    ``realtime`` False: the files are read as fast as inference takes them (capacity)."""
     from vidpipe.daemon import Daemon
 
     decoder = args.decoder or ("nvdec" if args.inference == "torch" else "pyav")
     with tempfile.TemporaryDirectory(prefix="vidpipe-overload-") as tmp:
         cfg = point_config(args, decoder, cameras, Path(tmp) / "results.jsonl")
+        if not realtime:
+            flat_out = [c.model_copy(update={"realtime": False}) for c in cfg.cameras]
+            cfg = cfg.model_copy(update={"cameras": flat_out})
         mine = list(active_cameras(cfg, None))
         daemon = Daemon(cfg)
         t_start = time.monotonic()
@@ -294,7 +304,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", type=Path, help="the ONNX model (default: the assets')")
     p.add_argument("--labels", type=Path, help="its labels (default: the assets')")
     p.add_argument("--clip", type=Path, help="the clip every camera plays")
-    p.add_argument("--cameras", default="64,80,96,128", help="camera counts")
+    p.add_argument(
+        "--cameras",
+        default="64,80,96,128",
+        help="camera counts; Nx: N times what the capacity holds, measured first with "
+        f"{CAPACITY_CAMERAS} cameras read as fast as inference takes them",
+    )
     p.add_argument("--gpu", type=int, default=0, help="CUDA device (cuda)")
     p.add_argument(
         "--decoder",
@@ -372,14 +387,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     _share_rule(args.share_rule)
-    for n in (int(c) for c in args.cameras.split(",") if c):
+    counts, capacity = args.cameras.split(","), None
+    if any(c.endswith("x") for c in counts):
+        capacity = measure(args, CAPACITY_CAMERAS, realtime=False)
+        _emit(args, capacity | {"capacity": True})
+    for count in (c for c in counts if c):
+        n = _cameras(count, capacity, args.clip)
         point = measure(args, n)
-        line = json.dumps(point)
-        print(line, flush=True)
-        if args.json is not None:
-            with args.json.open("a") as out:
-                out.write(line + "\n")
+        if capacity is not None:
+            point["capacity_fps"] = capacity["total_fps"]
+            point["of_capacity"] = round(point["total_fps"] / capacity["total_fps"], 3)
+        _emit(args, point)
     return 0
+
+
+def _cameras(count: str, capacity: dict[str, Any] | None, clip: Path) -> int:
+    """A count of cameras, or ``Nx``: N times the cameras the measured capacity holds at the
+    clip's rate."""
+    if not count.endswith("x"):
+        return int(count)
+    import av
+
+    assert capacity is not None  # main measured it for any ``x`` count
+    with av.open(str(clip)) as container:
+        fps = float(container.streams.video[0].average_rate or 0)
+    return math.ceil(float(count[:-1]) * capacity["total_fps"] / fps)
+
+
+def _emit(args: argparse.Namespace, point: dict[str, Any]) -> None:
+    line = json.dumps(point)
+    print(line, flush=True)
+    if args.json is not None:
+        with args.json.open("a") as out:
+            out.write(line + "\n")
 
 
 if __name__ == "__main__":
