@@ -30,7 +30,11 @@ CLIP = "one-by-one-person-detection.mp4"  # 768x432, 10 fps
 CLIP_FPS = 10.0
 OVERLOAD = 3.0
 WARMUP_S = 4.0
-WINDOW_S = 10.0
+# Shedding whole groups of pictures (a keyframe a second on this clip) hands each camera its
+# frames in runs, so a camera's share over a few seconds depends on which groups it decoded:
+# a longer window makes the worst camera's share less noisy (0.85-0.93 of the mean over
+# 10-20 s windows on the 2-core Xeon).
+WINDOW_S = 20.0
 
 
 def _config(assets_dir: Path, cameras: int, realtime: bool) -> Config:
@@ -135,10 +139,12 @@ def test_overload_sheds_fairly_and_counts_every_frame(overload: dict[str, Any]) 
 
 
 def test_overload_never_collapses(overload: dict[str, Any]) -> None:
-    """Three times the cameras keep most of the capacity: a collapse (a process inferring a
-    few percent of what it did, as one GPU process past its count did) fails here. The
-    0.9 the design aims at is not reached on a 2-core CPU box: each shed frame is still
-    decoded, and at 3x the cameras the readers took 0.6 of 2 cores against 0.21 at
-    capacity, leaving inference 0.73-0.92 of it in five runs (docs/sizing.md, overload)."""
+    """Three times the cameras keep most of the capacity: live cameras past what inference
+    takes leave whole groups of pictures undecoded (``capture.shed_gops``), so decoding the
+    frames that would be shed does not take the cores from inference. On the 2-core Xeon
+    they kept 0.81-1.19 of it in nine runs, against 0.68-0.91 decoding every frame in six
+    (benchmarks/README.md, overload); the spread is mostly the capacity's own, which varied
+    from 89 to 117 fps between runs on one machine. A collapse, as one GPU process past its
+    count once did, fails here at once."""
     capacity_fps = overload["capacity"]["total_fps"]
-    assert overload["total_fps"] >= 0.6 * capacity_fps, overload["report"]
+    assert overload["total_fps"] >= 0.75 * capacity_fps, overload["report"]
