@@ -406,12 +406,11 @@ def _cameras(count: str, capacity: dict[str, Any] | None, clip: Path) -> int:
     clip's rate."""
     if not count.endswith("x"):
         return int(count)
-    import av
+    from vidpipe.bench.common import clip_geometry
 
     assert capacity is not None  # main measured it for any ``x`` count
-    with av.open(str(clip)) as container:
-        fps = float(container.streams.video[0].average_rate or 0)
-    if fps <= 0:
+    _, _, fps, _ = clip_geometry(clip)
+    if not fps > 0:
         raise SystemExit(f"--cameras {count}: {clip} gives no frame rate to count cameras by")
     return math.ceil(float(count[:-1]) * capacity["total_fps"] / fps)
 
