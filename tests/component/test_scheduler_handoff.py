@@ -152,6 +152,53 @@ def test_the_hub_times_only_the_waits_for_frames() -> None:
     assert hub.waited_s == waited  # a frame was there: no wait
 
 
+class _LateLock:
+    """A lock its holder keeps ``hold_s`` past a frame's hand-over: the woken scheduler waits to
+    run again, as it waits for the GIL behind a hundred busy reader threads."""
+
+    def __init__(self, hold_s: float) -> None:
+        self._lock = threading.Lock()
+        self.hold_s = 0.0
+        self._hold = hold_s
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        if self.hold_s:
+            time.sleep(self.hold_s)
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def late(self) -> None:
+        self.hold_s = self._hold
+
+
+def test_a_wait_ends_when_its_frame_comes_not_when_the_scheduler_runs_again() -> None:
+    """``waited_s`` counts the time inference had room: up to the frame's hand-over, not the
+    time the woken scheduler then waits to run (the share of groups decoded in full reads it:
+    counted, it raised the share exactly while the process fell behind)."""
+    hub = FrameHub()
+    lock = _LateLock(0.4)
+    hub.lock, hub.ready = lock, threading.Condition(lock)  # type: ignore[assignment,arg-type]
+    box = hub.add("a", "newest", lambda f: None)
+    taken: list[Frame | None] = []
+    taker = threading.Thread(target=lambda: taken.append(hub.take(5.0)))
+    taker.start()
+    time.sleep(0.1)  # the scheduler waits
+    lock.late()
+    t_put = time.monotonic()
+    box.put(Frame(camera="a", seq=0, t_capture=t_put, image=_IMAGE), threading.Event())
+    taker.join(5.0)
+    assert taken and taken[0] is not None and time.monotonic() - t_put >= 0.4
+    assert 0.05 < hub.waited_s < 0.3  # about the 0.1 s before the frame, not 0.5
+
+
 def test_bad_ahead_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="ahead limit"):
         FrameHub().set_ahead_limit(0)

@@ -105,7 +105,7 @@ class Mailbox:
                     clock.decoded(time.monotonic() - self._turn_since)
                 self._turn_since = None  # the turn now counts as the waiting frame
             old, self._frame = self._frame, frame
-            self._hub.ready.notify()
+            self._hub.woken_locked()
         if old is not None:
             self._on_drop(old)
         return True
@@ -194,6 +194,10 @@ class FrameHub:
         # Seconds schedulers waited in ``take`` for a frame, all told: the time inference had
         # room (``vidpipe/capture/group_budget.py`` reads it). Written under the lock.
         self.waited_s = 0.0
+        # When a waiting ``take`` was first given a frame or a nudge: its wait ends there, not
+        # when its thread runs again, which behind a hundred busy reader threads is the GIL's
+        # hand-over, time in which inference had no room.
+        self._woken_at: float | None = None
         self._nudged = False  # ``take`` returns at once
         # The model input (width, height) of the scheduler taking from the hub: readers convert
         # their frames at that size only (``Picture.image_for``). None: whole frames.
@@ -240,13 +244,14 @@ class FrameHub:
             frame = self._take_locked()
             if frame is None and not self._nudged:
                 self._takers += 1
-                t_wait = time.monotonic()
+                t_wait, self._woken_at = time.monotonic(), None
                 try:
                     if self.ready.wait(timeout_s):
                         frame = self._take_locked()
                 finally:
                     self._takers -= 1
-                    self.waited_s += time.monotonic() - t_wait
+                    woken_at = self._woken_at
+                    self.waited_s += (time.monotonic() if woken_at is None else woken_at) - t_wait
             self._nudged = False
             return frame
 
@@ -257,7 +262,17 @@ class FrameHub:
             self._nudged = True
             if self._takers:
                 # all: while a pool is rebuilt, two schedulers take from one hub for a moment
-                self.ready.notify_all()
+                self.woken_locked(every=True)
+
+    def woken_locked(self, every: bool = False) -> None:
+        """Wake a scheduler waiting in ``take`` (``every``: all of them), noting when its wait
+        ended. Under the lock."""
+        if self._takers and self._woken_at is None:
+            self._woken_at = time.monotonic()
+        if every:
+            self.ready.notify_all()
+        else:
+            self.ready.notify()
 
     def _take_locked(self) -> Frame | None:
         n = len(self._boxes)
