@@ -185,6 +185,10 @@ def _share_rule(rule: str) -> None:
         group_budget.HOLD_GROUPS, group_budget.SLOW = 0.0, 1.0
     if rule == "taken":  # inference's waiting never counts: more than the whole period
         group_budget.IDLE = float("inf")
+    if rule == "woken":  # a wait ends when the scheduler runs again, the GIL's hand-over in it
+        from vidpipe.schedule import hub
+
+        hub.WAIT_ENDS_AT_HANDOVER = False
 
 
 def measure(args: argparse.Namespace, cameras: int, realtime: bool = True) -> dict[str, Any]:
@@ -250,7 +254,9 @@ def measure(args: argparse.Namespace, cameras: int, realtime: bool = True) -> di
         "reader_nice": args.reader_nice,
         "shed_gops": args.shed_gops,
         "share_rule": args.share_rule,
-        "idle_signal": "timed",  # inference's waits timed, not sampled at each due frame
+        # inference's waits timed up to the frame's hand-over (before 2026-12-06 "timed": up to
+        # the scheduler's wake-up, the GIL's hand-over included; before that, sampled)
+        "idle_signal": "handed",
         "skip_unused_frames": args.skip_unused_frames,
         "gpu_util": utilisation,
         "gop_share": share,
@@ -350,14 +356,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--share-rule",
-        choices=("idle", "plain", "taken"),
+        choices=("idle", "plain", "taken", "woken"),
         default="idle",
         help="how the share of groups decoded in full moves (capture/group_budget.py): up "
         "while inference waits for frames over a quarter of the time, else by the due frames "
         "taken, holding a group after each move and rising slowly near the share of the last "
         "fall (idle, as shipped; results before 2026-12-06 sampled the wait at each due "
         "frame instead of timing it, and neither held nor rose slowly); the same without the "
-        "hold and the slow rise (plain); by the due frames taken alone, without them (taken)",
+        "hold and the slow rise (plain); by the due frames taken alone, without them (taken); "
+        "as shipped, but a wait for frames ending when the scheduler runs again, not when it "
+        "is handed a frame (woken: as results with idle_signal timed were measured)",
     )
     p.add_argument("--json", type=Path, help="append each point here (JSON lines)")
     return p

@@ -62,6 +62,11 @@ _MIN_WAIT_S = 0.0002
 _MOVED_EARLIER_S = 0.0005
 
 
+# A scheduler's wait for frames ends when it is handed one (or a nudge); False: when its
+# thread runs again (``benchmarks.overload --share-rule woken`` measures the difference).
+WAIT_ENDS_AT_HANDOVER = True
+
+
 class Mailbox:
     """A one-frame slot for one camera."""
 
@@ -250,7 +255,7 @@ class FrameHub:
                         frame = self._take_locked()
                 finally:
                     self._takers -= 1
-                    woken_at = self._woken_at
+                    woken_at = self._woken_at if WAIT_ENDS_AT_HANDOVER else None
                     self.waited_s += (time.monotonic() if woken_at is None else woken_at) - t_wait
             self._nudged = False
             return frame
