@@ -21,7 +21,7 @@
 #              traces the share)
 #   overload-wake  120 and 180 cameras shedding groups, the wait for frames ended at the
 #              hand-over (as shipped), then at the scheduler's wake-up (--share-rule woken),
-#              each over 30 s (about 330 s; one JSON file)
+#              each over 30 s (about 330 s; one JSON file); WAKE_CAMERAS=180: 180 only
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
@@ -77,7 +77,7 @@ for s in $STEPS; do
           --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
           --json "$OUT/next-overload-shed.jsonl"; done ;;
     overload-wake)  # where a wait for frames ends: at the hand-over, or at the wake-up
-      for a in '--cameras 120,180' '--cameras 120,180 --share-rule woken'; do
+      for a in "--cameras ${WAKE_CAMERAS:-120,180}" "--cameras ${WAKE_CAMERAS:-120,180} --share-rule woken"; do
         step "overload-${a##* }" python3 -X faulthandler -m benchmarks.overload --device cuda \
           --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
           --json "$OUT/next-overload-wake.jsonl"; done ;;
