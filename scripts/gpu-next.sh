@@ -22,6 +22,8 @@
 #   overload-wake  120 and 180 cameras shedding groups, the wait for frames ended at the
 #              hand-over (as shipped), then at the scheduler's wake-up (--share-rule woken),
 #              each over 30 s (about 330 s; one JSON file); WAKE_CAMERAS=180: 180 only
+#   overload-groups  180 cameras shedding groups, a reader thread per camera against one
+#              per 8 cameras (capture.nvdec_group_size), each over 30 s (about 170 s)
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
@@ -81,6 +83,11 @@ for s in $STEPS; do
         step "overload-${a##* }" python3 -X faulthandler -m benchmarks.overload --device cuda \
           --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
           --json "$OUT/next-overload-wake.jsonl"; done ;;
+    overload-groups)  # 180 cameras shedding groups: a reader thread each, or 8 per thread
+      for g in 1 8; do
+        step "overload-groups-$g" python3 -X faulthandler -m benchmarks.overload --device cuda \
+          --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 --cameras 180 \
+          --nvdec-group-size "$g" --json "$OUT/next-overload-groups.jsonl"; done ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
     holdbg)  # the 10-minute hold over two calls: started detached, this call waits in it
