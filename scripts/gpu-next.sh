@@ -64,30 +64,30 @@ box() {  # box NAME CLIP CAMERAS [OPTION...]: `vidpipe run` as a service runs it
     --cameras "$cams" --precision f16 --max-batch 64 --batch-timeout-ms 20 \
     --json "$OUT/next-box.jsonl" "$@"
 }
+overload() {  # overload NAME FILE [OPTION...]: one process past its count, OUT/next-FILE.jsonl
+  local name=$1 file=$2; shift 2
+  step "$name" python3 -X faulthandler -m benchmarks.overload --device cuda --model "$M" \
+    --labels "$L" --clip "$CLIP" --json "$OUT/next-$file.jsonl" "$@"
+}
 for s in $STEPS; do
   case $s in
     tests) VIDPIPE_GPU_CLIP=$CLIP step tests python3 -m pytest -q -rfE -p no:cacheprovider \
       tests/gpu --durations=8 ;;
     streamset) for r in 1 2 3; do bench "f16-host-$r" f16 host 2; done ;;
     table) box table "$CLIP" 64,80,96,128 --warmup 8 --window 16 ;;
-    overload) step overload python3 -X faulthandler -m benchmarks.overload --device cuda \
-      --model "$M" --labels "$L" --clip "$CLIP" --cameras 40,60,120 --warmup 6 --window 10 \
-      --json "$OUT/next-overload.jsonl" ;;
+    overload) overload overload overload --cameras 40,60,120 --warmup 6 --window 10 ;;
     overload-shed)  # NVDEC groups shed before decoding, the share moved by two rules
-      for a in '--cameras 60,120,180' '--cameras 120,180 --share-rule plain'; do
-        step "overload-${a##* }" python3 -X faulthandler -m benchmarks.overload --device cuda \
-          --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
-          --json "$OUT/next-overload-shed.jsonl"; done ;;
+      overload overload-60,120,180 overload-shed --cameras 60,120,180 --warmup 10 --window 30
+      overload overload-plain overload-shed --cameras 120,180 --share-rule plain \
+        --warmup 10 --window 30 ;;
     overload-wake)  # where a wait for frames ends: at the hand-over, or at the wake-up
-      for a in "--cameras ${WAKE_CAMERAS:-120,180}" "--cameras ${WAKE_CAMERAS:-120,180} --share-rule woken"; do
-        step "overload-${a##* }" python3 -X faulthandler -m benchmarks.overload --device cuda \
-          --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 $a \
-          --json "$OUT/next-overload-wake.jsonl"; done ;;
+      for rule in idle woken; do
+        overload "overload-$rule" overload-wake --cameras "${WAKE_CAMERAS:-120,180}" \
+          --share-rule "$rule" --warmup 10 --window 30; done ;;
     overload-groups)  # 180 cameras shedding groups: a reader thread each, or 8 per thread
       for g in 1 8; do
-        step "overload-groups-$g" python3 -X faulthandler -m benchmarks.overload --device cuda \
-          --model "$M" --labels "$L" --clip "$CLIP" --warmup 10 --window 30 --cameras 180 \
-          --nvdec-group-size "$g" --json "$OUT/next-overload-groups.jsonl"; done ;;
+        overload "overload-groups-$g" overload-groups --cameras 180 --nvdec-group-size "$g" \
+          --warmup 10 --window 30; done ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
     holdbg)  # the 10-minute hold over two calls: started detached, this call waits in it

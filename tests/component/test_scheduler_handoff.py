@@ -153,13 +153,13 @@ def test_the_hub_times_only_the_waits_for_frames() -> None:
 
 
 class _LateLock:
-    """A lock its holder keeps ``hold_s`` past a frame's hand-over: the woken scheduler waits to
-    run again, as it waits for the GIL behind a hundred busy reader threads."""
+    """A lock its holder keeps ``hold_s`` past a frame's hand-over (0: none): the woken
+    scheduler waits to run again, as it waits for the GIL behind a hundred busy reader
+    threads."""
 
-    def __init__(self, hold_s: float) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.hold_s = 0.0
-        self._hold = hold_s
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         return self._lock.acquire(blocking, timeout)
@@ -175,23 +175,20 @@ class _LateLock:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def late(self) -> None:
-        self.hold_s = self._hold
-
 
 def test_a_wait_ends_when_its_frame_comes_not_when_the_scheduler_runs_again() -> None:
     """``waited_s`` counts the time inference had room: up to the frame's hand-over, not the
     time the woken scheduler then waits to run (the share of groups decoded in full reads it:
     counted, it raised the share exactly while the process fell behind)."""
     hub = FrameHub()
-    lock = _LateLock(0.4)
+    lock = _LateLock()
     hub.lock, hub.ready = lock, threading.Condition(lock)  # type: ignore[assignment,arg-type]
     box = hub.add("a", "newest", lambda f: None)
     taken: list[Frame | None] = []
     taker = threading.Thread(target=lambda: taken.append(hub.take(5.0)))
     taker.start()
     time.sleep(0.1)  # the scheduler waits
-    lock.late()
+    lock.hold_s = 0.4
     t_put = time.monotonic()
     box.put(Frame(camera="a", seq=0, t_capture=t_put, image=_IMAGE), threading.Event())
     taker.join(5.0)
