@@ -23,7 +23,8 @@
 #              hand-over (as shipped), then at the scheduler's wake-up (--share-rule woken),
 #              each over 30 s (about 330 s; one JSON file); WAKE_CAMERAS=180: 180 only
 #   overload-groups  180 cameras shedding groups, a reader thread per camera against one
-#              per 8 cameras (capture.nvdec_group_size), each over 30 s (about 170 s)
+#              per 8 cameras (capture.nvdec_group_size), each over 30 s (about 170 s);
+#              GROUP_SIZES="8": the grouped point only
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
@@ -85,7 +86,7 @@ for s in $STEPS; do
         overload "overload-$rule" overload-wake --cameras "${WAKE_CAMERAS:-120,180}" \
           --share-rule "$rule" --warmup 10 --window 30; done ;;
     overload-groups)  # 180 cameras shedding groups: a reader thread each, or 8 per thread
-      for g in 1 8; do
+      for g in ${GROUP_SIZES:-1 8}; do
         overload "overload-groups-$g" overload-groups --cameras 180 --nvdec-group-size "$g" \
           --warmup 10 --window 30; done ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
