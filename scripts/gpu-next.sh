@@ -19,6 +19,8 @@
 #              last fall (--share-rule plain), each over 30 s: a camera's share comes in whole
 #              groups of pictures (about 330 s; one JSON file, each line says share_rule and
 #              traces the share)
+#   overload-scale  one process at 60, 90 and 180 cameras shedding groups (its count, 1.5
+#              and 3 times it), each over 30 s (about 230 s); SCALE_CAMERAS picks the counts
 #   overload-wake  120 and 180 cameras shedding groups, the wait for frames ended at the
 #              hand-over (as shipped), then at the scheduler's wake-up (--share-rule woken),
 #              each over 30 s (about 330 s; one JSON file); WAKE_CAMERAS=180: 180 only
@@ -80,6 +82,9 @@ for s in $STEPS; do
     overload-shed)  # NVDEC groups shed before decoding, the share moved by two rules
       overload overload-60,120,180 overload-shed --cameras 60,120,180 --warmup 10 --window 30
       overload overload-plain overload-shed --cameras 120,180 --share-rule plain \
+        --warmup 10 --window 30 ;;
+    overload-scale)  # the count, 1.5 and 3 times it, as shipped
+      overload overload-scale overload-scale --cameras "${SCALE_CAMERAS:-60,90,180}" \
         --warmup 10 --window 30 ;;
     overload-wake)  # where a wait for frames ends: at the hand-over, or at the wake-up
       for rule in idle woken; do
