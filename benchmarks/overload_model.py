@@ -38,7 +38,11 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
   capture before issue 39), with ``skip-unread`` as the daemon runs it. The worker's own
   Python replaces most of ``--py-us`` (it took about 200 us of CPU a frame here with no load
   added); the fake decoder adds ``--worker-py-us`` (100, as ``benchmarks.gil_worker``) for
-  what it leaves out (PyNvVideoCodec's hand-over, PyTorch's stream, dlpack, the pool).
+  what it leaves out (PyNvVideoCodec's hand-over, PyTorch's stream, dlpack, the pool);
+* ``shed`` (with ``worker``): the fake stream has a keyframe every ``--gop`` frames, and the
+  workers shed whole groups of pictures as the daemon's NVDEC cameras do
+  (``capture.shed_gops``, ``vidpipe/capture/group_budget.py``); each point then traces the
+  share of groups decoded in full. A shed packet costs its demux's native call only.
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
 overwritten and left unmade per second, and the completion threads' batches and seconds per
@@ -98,6 +102,7 @@ class Point:
     batch_timeout_ms: float = 20.0
     warmup_s: float = 4.0
     window_s: float = 8.0
+    gop: int = 50  # ``shed``: a keyframe every 2 s at 25 fps, as the GPU benchmark's clip
 
     @property
     def capacity_fps(self) -> float:
@@ -273,7 +278,7 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
         sampler = StackSampler(0.01)
         sampler.start()
         counting[0], t0, unmade0 = True, time.monotonic(), cams.left_unmade()
-        time.sleep(p.window_s)
+        shares = _watch_share(cams if "shed" in p.variant else None, p.window_s)
         counting[0], t1, unmade = False, time.monotonic(), cams.left_unmade() - unmade0
         stacks = sampler.stop()
         posts1 = [(q.batches, q.busy_s) for q in ex.posts]
@@ -283,7 +288,30 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
     report = _report(p, done, overwritten[0], t1 - t0, posts0, posts1)
     lags = sorted(cams.lags())
     lag = {"p50": round(lags[len(lags) // 2], 3), "max": round(lags[-1], 3)} if lags else None
-    return report | {"unmade_per_s": round(unmade / (t1 - t0), 1), "lag_s": lag, "stacks": stacks}
+    return report | {
+        "unmade_per_s": round(unmade / (t1 - t0), 1),
+        "lag_s": lag,
+        "gop_share": shares,
+        "stacks": stacks,
+    }
+
+
+def _watch_share(cams: Any, window_s: float, every_s: float = 0.5) -> dict[str, Any] | None:
+    """Wait out the window; for cameras that shed groups of pictures, the share of groups
+    decoded in full read every ``every_s`` and what each period before a reading saw (due
+    frames, taken, the share of the time inference waited for frames)."""
+    shared = getattr(cams, "share", None)
+    if shared is None:
+        time.sleep(window_s)
+        return None
+    seen: list[float] = []
+    periods: list[tuple[int, int, float]] = []
+    end = time.monotonic() + window_s
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(every_s, left))
+        seen.append(round(shared.share, 3))
+        periods.append(shared.last)
+    return {"mean": round(sum(seen) / len(seen), 3), "trace": seen, "due_taken_idle": periods}
 
 
 class _SyntheticCameras:
@@ -341,6 +369,7 @@ def _cameras(
         fps=p.fps,
         skip="skip-unread" in p.variant,
         on_drop=on_drop,
+        gop=p.gop if "shed" in p.variant else 0,
     )
 
 
@@ -386,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-wait-us", type=float, default=500.0)
     ap.add_argument("--post-decode-share", type=float, default=0.5)
     ap.add_argument("--kernel-ms", type=float, default=80.0, help="fake batch time")
+    ap.add_argument("--gop", type=int, default=50, help="shed: frames from keyframe to keyframe")
     ap.add_argument("--warmup", type=float, default=4.0)
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval, seconds")
@@ -405,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu_wait_us=args.gpu_wait_us,
         post_decode_share=args.post_decode_share,
         kernel_ms=args.kernel_ms,
+        gop=args.gop,
         warmup_s=args.warmup,
         window_s=args.window,
     )

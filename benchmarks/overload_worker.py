@@ -21,15 +21,18 @@ worker (its mailboxes' ``unread_seq`` says none waits; the daemon has no such sw
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from benchmarks.gil_model import native_call, python_work
-from benchmarks.gil_worker import FakeDemuxer
+from benchmarks.gil_worker import _PACKETS, FakeDemuxer
 from vidpipe.capture.decoders import CaptureContext, DecoderKind
+from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.worker import CaptureWorker
@@ -40,26 +43,62 @@ from vidpipe.schedule.hub import FrameHub, Mailbox
 _SURFACE = (18, 16)  # NV12 of the fake GPU's 16x12 pictures (tests/fake_gpu.py)
 
 
+# An access unit with an SPS and a PPS in front of its picture: what a camera's keyframe
+# holds, so that the reader flushes a shed group's keyframe out at once, as on the GPU.
+_KEY_HEAD = b"\x00\x00\x00\x01\x67\x00\x00\x00\x01\x68\x00\x00\x00\x01\x65"
+_KEY_BUFFER = ctypes.create_string_buffer(_KEY_HEAD, len(_KEY_HEAD))
+
+
+class _Packet:
+    """A PyNvVideoCodec packet as ``NvdecReader`` reads it: ``key``, ``bsl`` (its size) and
+    ``bsl_data`` (the address of its bytes); an empty one flushes the decoder."""
+
+    __slots__ = ("bsl", "bsl_data", "key")
+
+    def __init__(self, key: bool = False, size: int = 0) -> None:
+        self.key = int(key)
+        self.bsl = size
+        self.bsl_data = ctypes.addressof(_KEY_BUFFER) if key else 0
+
+
+class _KeyedDemuxer(FakeDemuxer):
+    """The fake demuxer with a keyframe every ``gop`` packets, so that the reader can shed
+    groups of pictures (``capture.shed_gops``) as it does a camera's stream."""
+
+    def __init__(self, fps: float, gop: int) -> None:
+        super().__init__(fps)
+        self._gop = gop
+
+    def __iter__(self) -> Iterator[_Packet]:  # type: ignore[override]
+        for k in range(_PACKETS):
+            native_call(self._hasher)  # the demux's read
+            yield _Packet(k % self._gop == 0, len(_KEY_HEAD))
+        yield _Packet()
+
+
 class _Decoder:
     def __init__(self, calls: int, pre_us: float) -> None:
         self._calls, self._pre_us = calls, pre_us
         self._hasher = hashlib.sha256()
 
-    def Decode(self, packet: int | None) -> list[int]:
+    def Decode(self, packet: Any) -> list[Any]:
         for _ in range(self._calls):
             native_call(self._hasher)
             python_work(self._pre_us)
-        return [] if packet is None else [packet]
+        empty = packet is None or (isinstance(packet, _Packet) and not packet.bsl)
+        return [] if empty else [packet]
 
 
 class _Codec:
     """Stands in for the PyNvVideoCodec module (no GPU)."""
 
-    def __init__(self, fps: float, calls: int, pre_us: float) -> None:
-        self._fps, self._calls, self._pre_us = fps, calls, pre_us
+    PacketData = _Packet  # the empty packet that flushes the decoder
+
+    def __init__(self, fps: float, calls: int, pre_us: float, gop: int = 0) -> None:
+        self._fps, self._calls, self._pre_us, self._gop = fps, calls, pre_us, gop
 
     def CreateDemuxer(self, filename: str) -> FakeDemuxer:
-        return FakeDemuxer(self._fps)
+        return _KeyedDemuxer(self._fps, self._gop) if self._gop else FakeDemuxer(self._fps)
 
     def CreateDecoder(self, **kwargs: Any) -> _Decoder:
         return _Decoder(self._calls, self._pre_us)
@@ -74,6 +113,8 @@ class WorkerCameras:
             ``py_us`` is its ``worker_py_us``).
         skip: the worker may leave frames unmade (the daemon as it is); False hides waiting
             frames from it.
+        gop: a keyframe every ``gop`` frames, and the cameras shed groups of pictures as the
+            daemon's do (``capture.shed_gops``); 0: no keyframes, nothing shed.
         on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
     """
 
@@ -89,13 +130,15 @@ class WorkerCameras:
         fps: float,
         skip: bool,
         on_drop: Any,
+        gop: int = 0,
     ) -> None:
         self.copies = 0
         self._post_us = py_us * post_decode_share / calls
         self._calls, self._gpu_wait_s = calls, gpu_wait_us / 1e6
-        self._codec = _Codec(fps, calls, py_us * (1.0 - post_decode_share) / calls)
+        self._codec = _Codec(fps, calls, py_us * (1.0 - post_decode_share) / calls, gop)
         self._surface = np.zeros(_SURFACE, np.uint8)
         metrics, context = Metrics(), CaptureContext()
+        self.share = context.shared(SharedShare)  # the groups decoded in full (gop > 0)
         defaults = CaptureConfig(decoder="nvdec")
         self.workers: list[CaptureWorker] = []
         for i in range(cameras):
