@@ -42,7 +42,8 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
 * ``shed`` (with ``worker``): the fake stream has a keyframe every ``--gop`` frames, and the
   workers shed whole groups of pictures as the daemon's NVDEC cameras do
   (``capture.shed_gops``, ``vidpipe/capture/group_budget.py``); each point then traces the
-  share of groups decoded in full. A shed packet costs its demux's native call only.
+  share of groups decoded in full. A shed packet costs its demux's native call only;
+* ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``).
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
 overwritten and left unmade per second, and the completion threads' batches and seconds per
@@ -370,7 +371,14 @@ def _cameras(
         skip="skip-unread" in p.variant,
         on_drop=on_drop,
         gop=p.gop if "shed" in p.variant else 0,
+        group_size=_group_size(p.variant),
     )
+
+
+def _group_size(variant: str) -> int:
+    """``groupN`` among the modifiers: N cameras a read thread; else 1."""
+    sizes = [int(m[5:]) for m in variant.split("+") if m.startswith("group") and m[5:].isdigit()]
+    return sizes[-1] if sizes else 1
 
 
 def _report(

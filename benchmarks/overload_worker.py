@@ -115,6 +115,7 @@ class WorkerCameras:
             frames from it.
         gop: a keyframe every ``gop`` frames, and the cameras shed groups of pictures as the
             daemon's do (``capture.shed_gops``); 0: no keyframes, nothing shed.
+        group_size: cameras read by one thread (``capture.nvdec_group_size``).
         on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
     """
 
@@ -131,6 +132,7 @@ class WorkerCameras:
         skip: bool,
         on_drop: Any,
         gop: int = 0,
+        group_size: int = 1,
     ) -> None:
         self.copies = 0
         self._post_us = py_us * post_decode_share / calls
@@ -139,7 +141,7 @@ class WorkerCameras:
         self._surface = np.zeros(_SURFACE, np.uint8)
         metrics, context = Metrics(), CaptureContext()
         self.share = context.shared(SharedShare)  # the groups decoded in full (gop > 0)
-        defaults = CaptureConfig(decoder="nvdec")
+        defaults = CaptureConfig(decoder="nvdec", nvdec_group_size=group_size)
         self.workers: list[CaptureWorker] = []
         for i in range(cameras):
             cam = CameraConfig(name=f"cam{i}", url=f"file:///fake/cam{i}.mp4", realtime=True)
