@@ -406,6 +406,21 @@ def _report(
     }
 
 
+def _fix_share(share: float) -> None:
+    """``--fixed-share``: every pipeline's share starts at ``share`` and no period moves it
+    (a period's due frames never reach ``MIN_DUE``; its trace is still recorded)."""
+    from vidpipe.capture import group_budget
+
+    group_budget.MIN_DUE = sys.maxsize
+    made = group_budget.SharedShare.__init__
+
+    def start_at_share(self: group_budget.SharedShare, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        self.share = share
+
+    group_budget.SharedShare.__init__ = start_at_share  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.overload_model", description=__doc__)
     ap.add_argument("--cameras", default="64,96,128")
@@ -424,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--post-decode-share", type=float, default=0.5)
     ap.add_argument("--kernel-ms", type=float, default=80.0, help="fake batch time")
     ap.add_argument("--gop", type=int, default=50, help="shed: frames from keyframe to keyframe")
+    ap.add_argument(
+        "--fixed-share",
+        type=float,
+        help="shed: hold the share of groups decoded in full at this value (the controller "
+        "off), to see what each share infers",
+    )
     ap.add_argument("--warmup", type=float, default=4.0)
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval, seconds")
@@ -434,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
+    if args.fixed_share is not None:
+        _fix_share(args.fixed_share)
     base = Point(
         0,
         "",
