@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.gil_model import native_call, python_work
-from benchmarks.gil_worker import _PACKETS, FakeDemuxer
+from benchmarks.gil_worker import FakeDemuxer
 from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.nvdec import NvdecReader
@@ -70,10 +70,8 @@ class _KeyedDemuxer(FakeDemuxer):
         self._gop = gop
 
     def __iter__(self) -> Iterator[_Packet]:  # type: ignore[override]
-        for k in range(_PACKETS):
-            native_call(self._hasher)  # the demux's read
-            yield _Packet(k % self._gop == 0, len(_KEY_HEAD))
-        yield _Packet()
+        for k in super().__iter__():  # the demux's native call, then the packet's number
+            yield _Packet() if k is None else _Packet(k % self._gop == 0, len(_KEY_HEAD))
 
 
 class _Decoder:
