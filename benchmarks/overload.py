@@ -156,7 +156,7 @@ class Renicer:
                     self._done.add(tid)
 
 
-def _watch_share(shared: SharedShare, window_s: float, every_s: float = 0.5) -> dict[str, Any]:
+def watch_share(shared: SharedShare, window_s: float, every_s: float = 0.5) -> dict[str, Any]:
     """The share of groups decoded in full (``vidpipe_gop_share``) read every ``every_s``
     over the window: its least, mean and most, and every reading in order with what the
     period before it saw (due frames, taken, the share of the time inference waited for
@@ -227,7 +227,7 @@ def measure(args: argparse.Namespace, cameras: int, realtime: bool = True) -> di
                 thread_cpu(),
             )
             sampler.start()
-            share = _watch_share(daemon.pipeline.capture.shared(SharedShare), args.window)
+            share = watch_share(daemon.pipeline.capture.shared(SharedShare), args.window)
             stacks = sampler.stop()
             after, cpu1, t1, threads1 = (
                 _snapshot(registry, mine),

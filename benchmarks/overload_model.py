@@ -70,7 +70,7 @@ from typing import Any
 from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
 
 from benchmarks.gil_model import native_call, python_work
-from benchmarks.overload import StackSampler
+from benchmarks.overload import StackSampler, watch_share
 from benchmarks.overload_worker import WorkerCameras
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer.streamset import StreamSetBackend
@@ -279,7 +279,7 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
         sampler = StackSampler(0.01)
         sampler.start()
         counting[0], t0, unmade0 = True, time.monotonic(), cams.left_unmade()
-        shares = _watch_share(cams if "shed" in p.variant else None, p.window_s)
+        shares = _watch(cams, p)
         counting[0], t1, unmade = False, time.monotonic(), cams.left_unmade() - unmade0
         stacks = sampler.stop()
         posts1 = [(q.batches, q.busy_s) for q in ex.posts]
@@ -297,22 +297,13 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
     }
 
 
-def _watch_share(cams: Any, window_s: float, every_s: float = 0.5) -> dict[str, Any] | None:
-    """Wait out the window; for cameras that shed groups of pictures, the share of groups
-    decoded in full read every ``every_s`` and what each period before a reading saw (due
-    frames, taken, the share of the time inference waited for frames)."""
-    shared = getattr(cams, "share", None)
-    if shared is None:
-        time.sleep(window_s)
+def _watch(cams: _SyntheticCameras | WorkerCameras, p: Point) -> dict[str, Any] | None:
+    """Wait out the window; for cameras that shed groups of pictures, the share traced over
+    it (``benchmarks.overload.watch_share``)."""
+    if "shed" not in p.variant or not isinstance(cams, WorkerCameras):
+        time.sleep(p.window_s)
         return None
-    seen: list[float] = []
-    periods: list[tuple[int, int, float]] = []
-    end = time.monotonic() + window_s
-    while (left := end - time.monotonic()) > 0:
-        time.sleep(min(every_s, left))
-        seen.append(round(shared.share, 3))
-        periods.append(shared.last)
-    return {"mean": round(sum(seen) / len(seen), 3), "trace": seen, "due_taken_idle": periods}
+    return watch_share(cams.share, p.window_s)
 
 
 class _SyntheticCameras:
