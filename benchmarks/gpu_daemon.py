@@ -70,6 +70,7 @@ def point_config(args: argparse.Namespace, decoder: str, cameras: int, jsonl: Pa
         "nvdec_group_size": args.nvdec_group_size,
         "nvdec_prefetch": args.nvdec_prefetch,
         "nvdec_open_concurrency": args.nvdec_open_concurrency,
+        "nvdec_processes": args.nvdec_processes,
     }
     for key in ("shed_gops", "skip_unused_frames"):  # a bench that varies them; the others
         if hasattr(args, key):  # keep the product's defaults
@@ -395,6 +396,13 @@ def _add_nvdec_arguments(p: argparse.ArgumentParser) -> None:
         default=CaptureConfig.model_fields["nvdec_open_concurrency"].default,
         help="capture.nvdec_open_concurrency: nvdec cameras of a daemon starting at once",
     )
+    p.add_argument(
+        "--nvdec-processes",
+        type=int,
+        default=0,
+        help="capture.nvdec_processes: decode processes of a daemon's nvdec cameras (0: "
+        "decode on the camera threads)",
+    )
 
 
 def _add_process_arguments(p: argparse.ArgumentParser) -> None:
@@ -431,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 point["nvdec_group_size"] = args.nvdec_group_size  # 1: a thread per camera
                 point["nvdec_prefetch"] = args.nvdec_prefetch
                 point["nvdec_open_concurrency"] = args.nvdec_open_concurrency
+                point["nvdec_processes"] = args.nvdec_processes
                 point["mps"] = args.mps
                 print(json.dumps(point), flush=True)
                 out.write(json.dumps(point) + "\n")

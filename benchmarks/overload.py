@@ -248,6 +248,7 @@ def measure(args: argparse.Namespace, cameras: int, realtime: bool = True) -> di
         "inference": args.inference,
         "switch_interval_s": sys.getswitchinterval(),
         "nvdec_group_size": args.nvdec_group_size,
+        "nvdec_processes": args.nvdec_processes,
         "startup_s": round(startup_s, 1),
         "overloaded": overloaded,
         "lag_max_s": after["lag_max_s"],

@@ -43,7 +43,9 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
   workers shed whole groups of pictures as the daemon's NVDEC cameras do
   (``capture.shed_gops``, ``vidpipe/capture/group_budget.py``); each point then traces the
   share of groups decoded in full. A shed packet costs its demux's native call only;
-* ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``).
+* ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``);
+* ``procN`` (with ``worker``): the cameras demux and decode in N decode processes
+  (``capture.nvdec_processes``); the fake decoder's load goes there with them.
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
 overwritten and left unmade per second, and the completion threads' batches and seconds per
@@ -362,14 +364,19 @@ def _cameras(
         skip="skip-unread" in p.variant,
         on_drop=on_drop,
         gop=p.gop if "shed" in p.variant else 0,
-        group_size=_group_size(p.variant),
+        group_size=_modifier_count(p.variant, "group", 1),
+        processes=_modifier_count(p.variant, "proc", 0),
     )
 
 
-def _group_size(variant: str) -> int:
-    """``groupN`` among the modifiers: N cameras a read thread; else 1."""
-    sizes = [int(m[5:]) for m in variant.split("+") if m.startswith("group") and m[5:].isdigit()]
-    return sizes[-1] if sizes else 1
+def _modifier_count(variant: str, name: str, default: int) -> int:
+    """N of a ``nameN`` modifier (``group8``: 8 cameras a read thread); else ``default``."""
+    counts = [
+        int(m[len(name) :])
+        for m in variant.split("+")
+        if m.startswith(name) and m[len(name) :].isdigit()
+    ]
+    return counts[-1] if counts else default
 
 
 def _report(

@@ -34,6 +34,7 @@ from benchmarks.gil_worker import FakeDemuxer
 from vidpipe.capture.decoders import CaptureContext, DecoderKind
 from vidpipe.capture.group_budget import SharedShare
 from vidpipe.capture.nvdec import NvdecReader
+from vidpipe.capture.nvdec_child import CodecSpec
 from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.worker import CaptureWorker
 from vidpipe.config import CAPTURE_DECODERS, CameraConfig, CaptureConfig
@@ -41,6 +42,7 @@ from vidpipe.metrics import Metrics
 from vidpipe.schedule.hub import FrameHub, Mailbox
 
 _SURFACE = (18, 16)  # NV12 of the fake GPU's 16x12 pictures (tests/fake_gpu.py)
+_PICTURE = np.zeros(_SURFACE, np.uint8)  # every decoded picture (a decode process copies it)
 
 
 # An access unit with an SPS and a PPS in front of its picture: what a camera's keyframe
@@ -84,7 +86,7 @@ class _Decoder:
             native_call(self._hasher)
             python_work(self._pre_us)
         empty = packet is None or (isinstance(packet, _Packet) and not packet.bsl)
-        return [] if empty else [packet]
+        return [] if empty else [_PICTURE]
 
 
 class _Codec:
@@ -114,6 +116,8 @@ class WorkerCameras:
         gop: a keyframe every ``gop`` frames, and the cameras shed groups of pictures as the
             daemon's do (``capture.shed_gops``); 0: no keyframes, nothing shed.
         group_size: cameras read by one thread (``capture.nvdec_group_size``).
+        processes: decode processes (``capture.nvdec_processes``): the fake decoder runs
+            there, and its pictures come back through shared host memory.
         on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
     """
 
@@ -131,15 +135,24 @@ class WorkerCameras:
         on_drop: Any,
         gop: int = 0,
         group_size: int = 1,
+        processes: int = 0,
     ) -> None:
         self.copies = 0
         self._post_us = py_us * post_decode_share / calls
         self._calls, self._gpu_wait_s = calls, gpu_wait_us / 1e6
-        self._codec = _Codec(fps, calls, py_us * (1.0 - post_decode_share) / calls, gop)
+        codec_args = (fps, calls, py_us * (1.0 - post_decode_share) / calls, gop)
+        self._codec = _Codec(*codec_args)
         self._surface = np.zeros(_SURFACE, np.uint8)
         metrics, context = Metrics(), CaptureContext()
+        self._context = context
         self.share = context.shared(SharedShare)  # the groups decoded in full (gop > 0)
-        defaults = CaptureConfig(decoder="nvdec", nvdec_group_size=group_size)
+        if processes:
+            decoding = context.shared(NvdecShared).decoding
+            decoding.codec = CodecSpec(__name__, "_Codec", codec_args)
+            decoding.ring = "host"
+        defaults = CaptureConfig(
+            decoder="nvdec", nvdec_group_size=group_size, nvdec_processes=processes
+        )
         self.workers: list[CaptureWorker] = []
         for i in range(cameras):
             cam = CameraConfig(name=f"cam{i}", url=f"file:///fake/cam{i}.mp4", realtime=True)
@@ -160,8 +173,15 @@ class WorkerCameras:
             self.copies += 1  # one thread at a time holds the GIL: a lost count is rare
             return np.copy(surface), None
 
-        reader = NvdecReader(cam.url, codec=self._codec, to_tensor=lambda _f: self._surface)
         shared = ctx.shared(NvdecShared)
+        if defaults.nvdec_processes:  # decoded and copied in a decode process: count it only
+
+            def counted(surface: np.ndarray) -> tuple[np.ndarray, None]:
+                self.copies += 1
+                return surface, None
+
+            return NvdecSource(cam, defaults, shared=shared, own_copy=counted)
+        reader = NvdecReader(cam.url, codec=self._codec, to_tensor=lambda _f: self._surface)
         return NvdecSource(cam, defaults, shared=shared, reader=reader, own_copy=own_copy)
 
     def start(self) -> None:
@@ -176,6 +196,7 @@ class WorkerCameras:
             w.stop()
         for w in self.workers:
             w.join(5.0)
+        self._context.close()  # the decode processes, if any
         CAPTURE_DECODERS.factories["nvdec"] = self._saved
 
     def left_unmade(self) -> int:

@@ -9,7 +9,7 @@
 # STEPS (default "tests"): each step appends its output to OUT/next.log; JSON results go to
 # OUT/next-*.jsonl (a device call brings back at most 8 files). A failed step is reported and
 # the rest still run. Seconds are rough, on an H100/H200 with 16 host cores.
-#   tests      tests/gpu, all of it (about 360 s)
+#   tests      tests/gpu, all of it (about 360 s); TESTS names some of its files instead
 #   streamset  the stream set against the tight loop at batch 64, f16, three fresh processes
 #   table      `vidpipe run` (processes auto) at 64, 80, 96 and 128 cameras (about 400 s)
 #   overload   one process at 40, 60 and 120 cameras: 1.5x and 3x its count (about 200 s)
@@ -27,6 +27,13 @@
 #   overload-groups  180 cameras shedding groups, a reader thread per camera against one
 #              per 8 cameras (capture.nvdec_group_size), each over 30 s (about 170 s);
 #              GROUP_SIZES="8": the grouped point only
+#   overload-procs  one process at 90 and 180 cameras (PROC_CAMERAS) whose NVDEC cameras
+#              demux and decode in DECODE_PROCESSES (4) decode processes
+#              (capture.nvdec_processes), then 60 and 180 (THREAD_CAMERAS) on the camera threads as
+#              shipped: the same run's capacity and baseline; each over 30 s (about 260 s)
+#   box-overload  `vidpipe run` (processes auto) past what the box decodes: BOX_CAMERAS
+#              (default 240: 1.5 times the 160 that one H200's NVDEC carries), 20 s window
+#              (about 100 s)
 #   hevc       `vidpipe run` on the H.265 clip (CLIP with -hevc before .mp4) at 160 and 200
 #   hold       160 cameras with tracking, held 500 s in 10 windows (the most one call allows)
 #   holdbg     the same held 600 s, started detached; this call returns after HOLD_WAIT_S
@@ -75,7 +82,7 @@ overload() {  # overload NAME FILE [OPTION...]: one process past its count, OUT/
 for s in $STEPS; do
   case $s in
     tests) VIDPIPE_GPU_CLIP=$CLIP step tests python3 -m pytest -q -rfE -p no:cacheprovider \
-      tests/gpu --durations=8 ;;
+      ${TESTS:-tests/gpu} --durations=8 ;;
     streamset) for r in 1 2 3; do bench "f16-host-$r" f16 host 2; done ;;
     table) box table "$CLIP" 64,80,96,128 --warmup 8 --window 16 ;;
     overload) overload overload overload --cameras 40,60,120 --warmup 6 --window 10 ;;
@@ -94,6 +101,12 @@ for s in $STEPS; do
       for g in ${GROUP_SIZES:-1 8}; do
         overload "overload-groups-$g" overload-groups --cameras 180 --nvdec-group-size "$g" \
           --warmup 10 --window 30; done ;;
+    overload-procs)  # the camera threads' demux and decode moved into decode processes
+      overload overload-procs overload-procs --cameras "${PROC_CAMERAS:-90,180}" \
+        --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30
+      overload overload-threads overload-procs --cameras "${THREAD_CAMERAS:-60,180}" \
+        --warmup 10 --window 30 ;;
+    box-overload) box box-overload "$CLIP" "${BOX_CAMERAS:-240}" --warmup 10 --window 20 ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
     holdbg)  # the 10-minute hold over two calls: started detached, this call waits in it

@@ -443,6 +443,7 @@ class Pipeline:
         for record in records:
             if record is not None:
                 record.join(max(0.1, deadline - time.monotonic()))
+        self.capture.close()
         for name, scheduler in self.schedulers.items():
             if not scheduler.close(max(0.1, deadline - time.monotonic())):
                 clean = False

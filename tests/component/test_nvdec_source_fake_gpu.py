@@ -376,7 +376,7 @@ def test_metrics_sessions_decoder_and_gpu_decode_errors_fake_gpu(
 
 def test_frame_pool_reuses_only_buffers_nobody_holds_fake_gpu() -> None:
     """Numpy arrays stand in for device tensors: the pool reasons on references alone."""
-    from vidpipe.capture.nvdec_source import FramePool
+    from vidpipe.capture.nvdec_stream import FramePool
 
     pool = FramePool(keep=3)
     shape = (9, 8)

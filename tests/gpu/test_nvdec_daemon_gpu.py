@@ -121,9 +121,12 @@ def _jsonl(path: Path) -> dict[str, dict[int, dict[str, Any]]]:
     return out
 
 
+@pytest.mark.parametrize("decode_processes", [0, 1])
 def test_daemon_runs_cpu_and_nvdec_cameras_with_the_same_detections_gpu(
-    clip: Path, assets_dir: Path, tmp_path: Path
+    clip: Path, assets_dir: Path, tmp_path: Path, decode_processes: int
 ) -> None:
+    """With ``decode_processes`` 1 the nvdec camera demuxes and decodes in a decode process
+    and its frames come back by CUDA IPC (``capture.nvdec_processes``)."""
     models = assets_dir / "models"
     port = free_port()
     results = tmp_path / "results.jsonl"
@@ -139,6 +142,7 @@ def test_daemon_runs_cpu_and_nvdec_cameras_with_the_same_detections_gpu(
             "advanced": {"streams": 2, "max_batch": 8},
         },
         "http": {"port": port},
+        "capture": {"nvdec_processes": decode_processes},
         "sinks": [{"type": "jsonl", "path": str(results)}],
         "cameras": [
             {"name": "cpu", "url": str(clip)},

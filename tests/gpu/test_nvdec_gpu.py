@@ -124,7 +124,7 @@ def test_rewind_decodes_the_file_again_on_the_same_decoder_gpu(clip: Path) -> No
 def test_a_frames_own_copy_goes_through_the_driver_and_equals_the_surface_gpu(clip: Path) -> None:
     """``DecoderStream.own_copy`` copies a decoded surface with cuda-python's driver calls
     (they release the GIL) and waits for the copy: it equals the surface on return."""
-    from vidpipe.capture.nvdec_source import DecoderStream
+    from vidpipe.capture.nvdec_stream import DecoderStream
 
     cuda = DecoderStream(0)
     reader = NvdecReader(str(clip), 0, cuda_context=cuda.context, cuda_stream=cuda.handle)

@@ -32,7 +32,7 @@ def _sums(reader: NvdecReader | PrefetchNvdecReader, copy: object, pause_s: floa
 
 
 def test_prefetched_frames_equal_the_decoders_frames_gpu(clip: Path) -> None:
-    from vidpipe.capture.nvdec_source import DecoderStream
+    from vidpipe.capture.nvdec_stream import DecoderStream
 
     cuda = DecoderStream(0)
     plain = NvdecReader(str(clip), 0, cuda_context=cuda.context, cuda_stream=cuda.handle)
@@ -49,7 +49,7 @@ def test_prefetched_frames_equal_the_decoders_frames_gpu(clip: Path) -> None:
 
 
 def test_prefetch_rewinds_on_the_same_decoder_gpu(clip: Path) -> None:
-    from vidpipe.capture.nvdec_source import DecoderStream
+    from vidpipe.capture.nvdec_stream import DecoderStream
 
     cuda = DecoderStream(0)
     reader = PrefetchNvdecReader(

@@ -22,6 +22,7 @@ def _args(inference: str) -> argparse.Namespace:
         nvdec_group_size=4,
         nvdec_prefetch=3,
         nvdec_open_concurrency=5,
+        nvdec_processes=2,
         shard_assignment="balanced",
         clip=Path("/clips/c.mp4"),
         model=Path("/m/yolox_nano.onnx"),
@@ -37,6 +38,7 @@ def test_point_configs_are_real_time_looping_cameras_on_the_chosen_decoder(tmp_p
     assert cfg.capture.nvdec_group_size == 4, "--nvdec-group-size reaches the daemon"
     assert cfg.capture.nvdec_prefetch == 3, "--nvdec-prefetch reaches the daemon"
     assert cfg.capture.nvdec_open_concurrency == 5, "--nvdec-open-concurrency reaches it"
+    assert cfg.capture.nvdec_processes == 2, "--nvdec-processes reaches the daemon"
     assert cfg.sharding.assignment == "balanced", "--shard-assignment reaches the daemon"
     cpu = point_config(_args("torch"), "pyav", 2, tmp_path / "r.jsonl")
     assert all(cpu.decoder_of(c) == "pyav" and c.gpu is None for c in cpu.cameras)

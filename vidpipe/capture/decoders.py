@@ -100,6 +100,16 @@ class CaptureContext:
             found: _T = self._shared[kind]
             return found
 
+    def close(self) -> None:
+        """Release what the decoders' shared states hold beyond the cameras (an nvdec
+        decode process): called once the pipeline's capture workers have stopped."""
+        with self._lock:
+            states = list(self._shared.values())
+        for state in states:
+            close = getattr(state, "close", None)
+            if close is not None:
+                close()
+
     def source(self, camera: CameraConfig, defaults: CaptureConfig) -> Source:
         """The unopened source for ``camera`` from its decoder (``capture.decoder`` unless the
         camera sets its own)."""

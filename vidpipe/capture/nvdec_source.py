@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,6 @@ from vidpipe.capture.native_stderr import attribute_camera, release_camera
 from vidpipe.capture.nvdec import NvdecError, NvdecReader, load_codec
 from vidpipe.capture.nvdec_memory import (
     DEFAULT_SIZE,
-    POOL_KEEP,
     FreeMemory,
     shortage,
     torch_free_memory,
@@ -45,6 +43,8 @@ from vidpipe.capture.nvdec_memory import (
 )
 from vidpipe.capture.nvdec_picture import NvdecPicture
 from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
+from vidpipe.capture.nvdec_remote import DecodeProcesses, RemoteNvdecReader
+from vidpipe.capture.nvdec_stream import DecoderStream
 from vidpipe.capture.open_gate import OpenGate, Permit
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
@@ -84,10 +84,17 @@ class NvdecShared:
         stats: the figures for the metrics.
         opening: how many cameras are starting (open to first read) at once
             (``capture.nvdec_open_concurrency``; ``open_gate.py``).
+        decoding: the decode processes of cameras that decode outside the daemon's process
+            (``capture.nvdec_processes``; ``nvdec_remote.py``).
     """
 
     stats: NvdecStats = field(default_factory=NvdecStats)
     opening: OpenGate = field(default_factory=OpenGate)
+    decoding: DecodeProcesses = field(default_factory=DecodeProcesses)
+
+    def close(self) -> None:
+        """End the decode processes (``capture.nvdec_processes``) once no camera reads."""
+        self.decoding.close()
 
 
 def bind_metrics(metrics: Metrics, cfg: Config, context: CaptureContext) -> None:
@@ -116,111 +123,6 @@ def _memory_used(gpu: int) -> float:
     except Exception:  # no torch or no device: the gauge reads NaN, the scrape goes on
         return float("nan")
     return float(total - free)
-
-
-class FramePool:
-    """Frame buffers of one camera, reused once nothing but the pool refers to them.
-
-    A frame's copy is referenced by whatever still needs it: the mailbox, a batch until an
-    event after its letterbox kernels has passed (``TorchContext.letterbox``), a live view
-    download. When only the pool's own list refers to a buffer, no queued GPU work reads it
-    (the stream set lets a batch's pictures go only after their kernels ran), so the next
-    frame may be copied into it. This takes the allocation off the camera thread's per-frame
-    path: PyTorch's allocator, behind its lock and with the GIL held, took 24 % of the GIL
-    samples of a 72-camera daemon on the H200.
-
-    Args:
-        allocate: makes a buffer of a shape (``Tensor.new_empty`` of the decoded surface).
-        keep: buffers kept per camera; past it, a busy pool allocates and lets the extra go.
-    """
-
-    def __init__(self, keep: int = POOL_KEEP) -> None:
-        self.keep = keep
-        self._buffers: list[Any] = []
-        self.allocated = 0
-
-    def take(self, shape: tuple[int, ...], allocate: Callable[[tuple[int, ...]], Any]) -> Any:
-        """A buffer of ``shape`` that nothing else refers to, or a new one."""
-        for buffer in self._buffers:
-            # The list and getrefcount's own argument: nobody else holds it.
-            if sys.getrefcount(buffer) <= 3 and tuple(buffer.shape) == shape:
-                return buffer
-        buffer = allocate(shape)
-        self.allocated += 1
-        if len(self._buffers) >= self.keep:  # the oldest go (a busy pool, or an old size)
-            self._buffers = self._buffers[len(self._buffers) - self.keep + 1 :]
-        self._buffers.append(buffer)
-        return buffer
-
-
-class DecoderStream:
-    """The CUDA context and stream a camera's decoder works in: the GPU's primary context
-    (the one PyTorch and the stream set use) and a stream of the camera's own.
-
-    Without a stream of its own, PyNvVideoCodec decodes on the legacy default stream, which
-    serialises with every blocking stream of the context; the decode, the dlpack hand-over
-    and the copy out of the surface pool all run on this one (``NvdecSource.read`` and
-    ``NvdecSource._copy_out``).
-    """
-
-    def __init__(self, gpu: int) -> None:
-        import torch
-        from cuda.bindings import driver
-
-        with torch.cuda.device(gpu):
-            torch.cuda.init()
-            self.stream = torch.cuda.Stream()
-        self._contiguous = torch.contiguous_format
-        err, device = driver.cuDeviceGet(gpu)  # PyTorch has called cuInit already
-        if err == driver.CUresult.CUDA_SUCCESS:
-            err, context = driver.cuDevicePrimaryCtxRetain(device)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
-        self.context = int(context)
-        self.handle = int(self.stream.cuda_stream)
-        self._driver = driver
-        self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
-        self.pool = FramePool()
-
-    def own_copy(self, surface: Any) -> tuple[Any, Any]:
-        """A copy of ``surface`` made on the camera's stream and complete on return, and
-        None: no event for its consumers to wait on.
-
-        The copy and the wait go through cuda-python's driver calls, which release the GIL
-        around the C call; PyTorch's ``clone`` and ``Event.record`` held it. In a GIL profile
-        of one daemon with 88 NVDEC cameras on the H200 the clone alone held the GIL for 35 %
-        of the samples, and the camera threads starved the batcher. A surface that is not
-        one dense block (a pitched one) is cloned by PyTorch.
-
-        The camera's thread then waits for its stream (the decode and a 3 MB device copy,
-        the GIL released), so the picture is complete when it leaves and the frame carries no
-        event (``ready`` is None). Otherwise the batcher waited on one event per picture,
-        64 GIL hand-overs per batch behind every camera thread of the process; at 72 NVDEC
-        cameras on the H200 its batches took 200-275 ms and the SMs went idle.
-        """
-        driver = self._driver
-        if surface.is_contiguous():
-            copy = self.pool.take(tuple(surface.shape), surface.new_empty)  # on this stream
-            (err,) = driver.cuMemcpyDtoDAsync(
-                copy.data_ptr(), surface.data_ptr(), surface.numel(), self.handle
-            )
-            if err != driver.CUresult.CUDA_SUCCESS:
-                raise NvdecError(f"copying a decoded frame failed: {err}")
-            self.driver_copies += 1
-        else:
-            copy = surface.clone(memory_format=self._contiguous)
-        (err,) = driver.cuStreamSynchronize(self.handle)  # only this camera's decode and copy
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise NvdecError(f"waiting for the frame's copy failed: {err}")
-        return copy, None
-
-    @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
-        """Make the camera's stream PyTorch's current one (dlpack hand-over and the copy)."""
-        import torch
-
-        with torch.cuda.stream(self.stream):
-            yield
 
 
 def nv12_to_bgr(nv12: Any, ready: Any = None) -> npt.NDArray[np.uint8]:
@@ -267,12 +169,13 @@ class NvdecSource:
         defaults: CaptureConfig,
         *,
         shared: NvdecShared | None = None,
-        reader: NvdecReader | PrefetchNvdecReader | None = None,
+        reader: NvdecReader | PrefetchNvdecReader | RemoteNvdecReader | None = None,
         own_copy: Callable[[Any], tuple[Any, Any]] | None = None,
         cuda: Callable[[int], DecoderStream] = DecoderStream,
         free_memory: FreeMemory | None = None,
     ) -> None:
-        self._prefetch = 0 if camera.is_stream else defaults.nvdec_prefetch
+        self._processes = defaults.nvdec_processes
+        self._prefetch = 0 if camera.is_stream or self._processes else defaults.nvdec_prefetch
         self._open_limit = defaults.nvdec_open_concurrency
         self._shared = NvdecShared() if shared is None else shared
         self._permit: Permit | None = None  # this camera's turn at the gate, until started
@@ -303,19 +206,25 @@ class NvdecSource:
     def shed_groups(self, budget: GroupBudget | None) -> None:
         """Leave groups of pictures undecoded as ``budget`` says (``NvdecReader.shed_groups``;
         a read-ahead reader decodes on a thread of its own and never sheds)."""
-        if isinstance(self._reader, NvdecReader):
+        if isinstance(self._reader, NvdecReader | RemoteNvdecReader):
             self._reader.shed_groups(budget)
 
     @property
     def shed(self) -> int:
         """Frames left undecoded with their group of pictures (counted ``gop_shed``)."""
-        return self._reader.shed if isinstance(self._reader, NvdecReader) else 0
+        return self._reader.shed if isinstance(self._reader, NvdecReader | RemoteNvdecReader) else 0
 
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
 
-    def _open_reader(self) -> NvdecReader | PrefetchNvdecReader:
-        """The reader, made on first open (on the camera's thread) in the primary context."""
+    def _open_reader(self) -> NvdecReader | PrefetchNvdecReader | RemoteNvdecReader:
+        """The reader, made on first open (on the camera's thread) in the primary context, or
+        in a decode process (``capture.nvdec_processes``)."""
+        if self._reader is None and self._processes:
+            connect = functools.partial(self._shared.decoding.connect, self._processes)
+            self._reader = RemoteNvdecReader(self._url, self.gpu, connect)
+            if self._own_copy is None:
+                self._own_copy = _as_is
         if self._reader is None:
             try:
                 self._cuda = self._make_cuda(self.gpu)
@@ -461,6 +370,11 @@ class NvdecSource:
         if self._attributed:
             self._attributed = False
             release_camera(self._camera)
+
+
+def _as_is(frame: Any) -> tuple[Any, Any]:
+    """A decode process's frame: a slot of the camera's ring, complete already (no copy)."""
+    return frame, None
 
 
 def check_nvdec(cfg: Config) -> list[str]:

@@ -151,6 +151,15 @@ class CaptureConfig(ConfigModel):
         "ahead on a C++ thread of its own, off the GIL the batcher needs (0: decode on the "
         "camera's thread). Live streams always decode on their camera's thread",
     )
+    nvdec_processes: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="nvdec cameras demux and decode in this many decode processes of their "
+        "own, each with its own GIL; frames come back through GPU memory both processes see "
+        "(0: on the camera threads of the daemon's process). For one process given more "
+        "cameras than it infers (docs/gpu.md); nothing reads ahead then (nvdec_prefetch)",
+    )
     # 8: one more than the 7 NVDEC engines of an H100/H200, so every engine has a decoder
     # starting while the rest wait. 32 cameras of a process start in 4 turns, not in the one
     # herd that left 26 of 160 cameras without a first frame in 10 s on the H200
