@@ -232,6 +232,11 @@ class Metrics:
         self.nvdec_sessions = Gauge(
             "vidpipe_nvdec_sessions", "NVDEC decoders open in this process", registry=r
         )
+        self.nvdec_decode_processes = Gauge(
+            "vidpipe_nvdec_decode_processes",
+            "decode processes of this process's nvdec cameras running (capture.nvdec_processes)",
+            registry=r,
+        )
         self.nvdec_opens = Gauge(
             "vidpipe_nvdec_opens",
             "NVDEC cameras of this process starting (opening: open to first frame) or waiting "

@@ -173,6 +173,7 @@ def test_daemon_runs_cpu_and_nvdec_cameras_with_the_same_detections_gpu(
         assert metric(text, "vidpipe_camera_decoder", camera="cpu", decoder="pyav") == 1
         assert metric(text, "vidpipe_gpu_memory_used_bytes", gpu="0") > 0
         assert metric(text, "vidpipe_nvdec_sessions") == 0, "the ended camera closed NVDEC"
+        assert metric(text, "vidpipe_nvdec_decode_processes") == decode_processes
         cpu_n = metric(text, "vidpipe_frames_inferred_total", camera="cpu")
         gpu_n = metric(text, "vidpipe_frames_inferred_total", camera="gpu")
         # the live view downloads the GPU camera's latest picture when asked

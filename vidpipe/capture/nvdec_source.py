@@ -98,10 +98,11 @@ class NvdecShared:
 
 
 def bind_metrics(metrics: Metrics, cfg: Config, context: CaptureContext) -> None:
-    """Export the NVDEC sessions open and the memory in use on the inference GPUs (read at
-    scrape time; nothing on the frame path)."""
+    """Export the NVDEC sessions open, the decode processes running and the memory in use on
+    the inference GPUs (read at scrape time; nothing on the frame path)."""
     shared = context.shared(NvdecShared)
     metrics.nvdec_sessions.set_function(lambda: shared.stats.sessions)
+    metrics.nvdec_decode_processes.set_function(lambda: shared.decoding.alive)
     metrics.nvdec_opens.labels(state="opening").set_function(lambda: shared.opening.opening)
     metrics.nvdec_opens.labels(state="waiting").set_function(lambda: shared.opening.waiting)
     if isinstance(cfg.inference, GpuConfig) and cfg.inference.type == "torch":
