@@ -16,12 +16,17 @@ from typing import Any
 
 import pytest
 
+from vidpipe.capture import CaptureWorker
+from vidpipe.capture.decoders import CaptureContext
 from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_child import RING_SLOTS, CodecSpec
 from vidpipe.capture.nvdec_remote import DecodeProcesses
 from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
 from vidpipe.capture.source import SourceError
 from vidpipe.config import CameraConfig, CaptureConfig
+from vidpipe.metrics import Metrics
+from vidpipe.schedule.hub import FrameHub
+from vidpipe.types import Frame
 
 PACKETS, GOP = 40, 10
 FAKE = CodecSpec("tests.fake_nvdec", "FakeCodec", (PACKETS, GOP))
@@ -177,3 +182,35 @@ def test_without_pynvvideocodec_the_open_error_says_so() -> None:
     finally:
         decoding.close()
     assert "PyNvVideoCodec" in str(caught.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_looping_camera_streams_through_its_worker_from_a_decode_process() -> None:
+    """The daemon's own path: the registered nvdec decoder, a capture worker, a pipeline's
+    context whose decode process runs the fake decoder."""
+    context = CaptureContext()
+    decoding = context.shared(NvdecShared).decoding
+    decoding.codec, decoding.ring = FAKE, "host"
+    camera = CameraConfig(name="gate", url="file:///clip.mp4", loop=True)
+    defaults = CaptureConfig(decoder="nvdec", nvdec_processes=1)
+    hub, metrics = FrameHub(), Metrics()
+    box = hub.add(camera.name, "block", lambda _f: None)
+    worker = CaptureWorker(camera, defaults, box, metrics.camera(camera.name), context=context)
+    frames: list[Frame] = []
+    worker.start()
+    try:
+        while len(frames) < PACKETS + 5:
+            frame = hub.take(5.0)
+            assert frame is not None, "no frame from the decode process within 5 s"
+            frames.append(frame)
+    finally:
+        worker.stop()
+        assert worker.join(10.0)
+        context.close()
+    assert [int(f.image.nv12[0, 0]) for f in frames] == [*range(PACKETS), *range(5)]
+    assert frames[0].epoch != frames[PACKETS].epoch, "each pass is a new epoch"
+    captured = metrics.registry.get_sample_value(
+        "vidpipe_frames_captured_total", {"camera": camera.name}
+    )
+    assert captured is not None and captured >= PACKETS + 5
+    assert decoding.alive == 0 and decoding.started == 1
