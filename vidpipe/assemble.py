@@ -443,7 +443,6 @@ class Pipeline:
         for record in records:
             if record is not None:
                 record.join(max(0.1, deadline - time.monotonic()))
-        self.capture.close()
         for name, scheduler in self.schedulers.items():
             if not scheduler.close(max(0.1, deadline - time.monotonic())):
                 clean = False
@@ -463,6 +462,9 @@ class Pipeline:
             left = self.sinks.close(max(0.1, deadline - time.monotonic()))
             if any(left.values()):
                 clean = False
+        # Last: a decode process ends once no frame of its rings is held here any more
+        # (PyTorch warns when a CUDA IPC producer exits before its consumer let go).
+        self.capture.close()
         return clean
 
     def stop_web(self) -> None:

@@ -18,6 +18,7 @@ workers see a read error, back off and reopen, and the next open starts it again
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import sys
 import threading
@@ -101,6 +102,8 @@ class DecodeProcesses:
         workers; a process that does not end in ``timeout_s`` is killed)."""
         with self._lock:
             children, self._children = self._children, []
+        if any(c is not None for c in children):
+            gc.collect()  # frames of the rings caught in reference cycles go first
         for child in children:
             if child is not None:
                 child.close(timeout_s)
