@@ -26,17 +26,21 @@ import importlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vidpipe.capture.annexb import carries_parameter_sets, packet_head
 from vidpipe.capture.native_stderr import install as install_native_stderr
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.redact import redact_text
 
-if TYPE_CHECKING:
-    from vidpipe.capture.group_budget import GroupBudget
-
 log = logging.getLogger(__name__)
+
+
+class KeyframeBudget(Protocol):
+    """Which groups of pictures to decode in full (``group_budget.GroupBudget``, or in a
+    decode process the daemon's process asked at each keyframe)."""
+
+    def keyframe(self, media_s: float | None) -> bool: ...
 
 
 _END = object()  # no more packets (the demuxer's own last packet is an empty one)
@@ -132,7 +136,7 @@ class NvdecReader:
         self.frames = 0
         self.decode_errors = 0
         self._consecutive = 0
-        self._budget: GroupBudget | None = None
+        self._budget: KeyframeBudget | None = None
         self._shedding = False  # the packets up to the next keyframe are not decoded
         self.shed = 0  # packets left undecoded with their group of pictures
         self._fps: float | None = None
@@ -228,7 +232,7 @@ class NvdecReader:
         self.frames += 1
         return self._to_tensor(self._ready.popleft())
 
-    def shed_groups(self, budget: GroupBudget | None) -> None:
+    def shed_groups(self, budget: KeyframeBudget | None) -> None:
         """At each keyframe, ask ``budget`` whether to decode its group of pictures in full
         or only the keyframe (``vidpipe/capture/group_budget.py``); None decodes every packet.
 

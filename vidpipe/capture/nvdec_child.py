@@ -95,6 +95,9 @@ class _HostRings:
         self.array = np.ndarray((slots, *shape), np.uint8, memory.buf)
         return HostRing(memory.name, slots, tuple(shape))
 
+    def current(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # no stream: the picture is host memory
+
     def copy(self, slot: int, surface: Any) -> None:
         assert self.array is not None
         self.array[slot][...] = np.asarray(surface)
@@ -127,8 +130,12 @@ class _CudaRings:
         self.array = torch.empty((slots, *shape), dtype=torch.uint8, device=f"cuda:{self.gpu}")
         return self.array
 
+    def current(self) -> contextlib.AbstractContextManager[None]:
+        """The camera's stream as PyTorch's current one (the decode, the dlpack hand-over)."""
+        return self.stream.current()
+
     def copy(self, slot: int, surface: Any) -> None:
-        driver = self.stream._driver
+        driver = self.stream.driver
         target = self.array[slot]
         with self.stream.current():
             if surface.is_contiguous():
@@ -194,8 +201,7 @@ class CameraServer:
             if op == "read":
                 return self._read(request[1])
             if op == "shed":
-                budget = _AskDaemon(self._conn) if request[1] else None
-                self._require().shed_groups(budget)  # type: ignore[arg-type]  # its keyframe
+                self._require().shed_groups(_AskDaemon(self._conn) if request[1] else None)
                 return ("ok", None)
             if op == "rewind":
                 return ("ok", self._require().rewind())
@@ -219,26 +225,22 @@ class CameraServer:
         rings: _HostRings | _CudaRings
         if self._ring_kind == "cuda":
             rings = _CudaRings(gpu)
-            cuda = {"cuda_context": rings.stream.context, "cuda_stream": rings.stream.handle}
-            reader = NvdecReader(url, gpu, codec=codec, **cuda)  # type: ignore[arg-type]
+            stream = rings.stream
+            reader = NvdecReader(
+                url, gpu, codec=codec, cuda_context=stream.context, cuda_stream=stream.handle
+            )
         else:
             rings = _HostRings()
             reader = NvdecReader(url, gpu, codec=codec, to_tensor=np.asarray)
         self._rings, self._reader = rings, reader
-        if isinstance(rings, _CudaRings):
-            with rings.stream.current():
-                info = reader.open()
-        else:
+        with rings.current():
             info = reader.open()
         return (info.width, info.height, info.fps)
 
     def _read(self, slot: int | None) -> tuple[Any, ...]:
         reader, rings = self._require(), self._rings
         assert rings is not None
-        if isinstance(rings, _CudaRings):
-            with rings.stream.current():
-                surface = reader.read()
-        else:
+        with rings.current():
             surface = reader.read()
         counts = (reader.shed, reader.decode_errors)
         if surface is None:

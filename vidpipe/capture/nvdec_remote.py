@@ -24,13 +24,10 @@ import sys
 import threading
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vidpipe.capture.nvdec import NvdecError, NvdecInfo
+from vidpipe.capture.nvdec import KeyframeBudget, NvdecError, NvdecInfo
 from vidpipe.capture.nvdec_child import CodecSpec, HostRing, serve
-
-if TYPE_CHECKING:
-    from vidpipe.capture.group_budget import GroupBudget
 
 
 class _Child:
@@ -122,7 +119,7 @@ class RemoteNvdecReader:
         self.url, self.gpu = url, gpu
         self._connect = connect
         self._conn: Connection | None = None
-        self._budget: GroupBudget | None = None
+        self._budget: KeyframeBudget | None = None
         self._slots: list[Any] = []
         self.frames = 0
         self.decode_errors = 0
@@ -182,7 +179,7 @@ class RemoteNvdecReader:
         array = ring.attach() if isinstance(ring, HostRing) else ring
         self._slots = [array[i] for i in range(int(array.shape[0]))]
 
-    def shed_groups(self, budget: GroupBudget | None) -> None:
+    def shed_groups(self, budget: KeyframeBudget | None) -> None:
         """Shed groups as ``budget`` says; the decode process asks it at each keyframe."""
         self._budget = budget
         if self._conn is not None:

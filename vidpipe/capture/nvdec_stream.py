@@ -74,7 +74,7 @@ class DecoderStream:
             raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
         self.context = int(context)
         self.handle = int(self.stream.cuda_stream)
-        self._driver = driver
+        self.driver = driver  # cuda-python's driver API (its calls release the GIL)
         self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
         self.pool = FramePool()
 
@@ -94,7 +94,7 @@ class DecoderStream:
         64 GIL hand-overs per batch behind every camera thread of the process; at 72 NVDEC
         cameras on the H200 its batches took 200-275 ms and the SMs went idle.
         """
-        driver = self._driver
+        driver = self.driver
         if surface.is_contiguous():
             copy = self.pool.take(tuple(surface.shape), surface.new_empty)  # on this stream
             (err,) = driver.cuMemcpyDtoDAsync(
