@@ -45,7 +45,8 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
   share of groups decoded in full. A shed packet costs its demux's native call only;
 * ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``);
 * ``procN`` (with ``worker``): the cameras demux and decode in N decode processes
-  (``capture.nvdec_processes``); the fake decoder's load goes there with them.
+  (``capture.nvdec_processes``); the fake decoder's load goes there with them, and the fake
+  copy's post-decode Python runs nowhere (the worker's own Frame and put still run).
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
 overwritten and left unmade per second, and the completion threads' batches and seconds per
