@@ -135,20 +135,7 @@ class _CudaRings:
         return self.stream.current()
 
     def copy(self, slot: int, surface: Any) -> None:
-        driver = self.stream.driver
-        target = self.array[slot]
-        with self.stream.current():
-            if surface.is_contiguous():
-                (err,) = driver.cuMemcpyDtoDAsync(
-                    target.data_ptr(), surface.data_ptr(), surface.numel(), self.stream.handle
-                )
-                if err != driver.CUresult.CUDA_SUCCESS:
-                    raise NvdecError(f"copying a decoded frame failed: {err}")
-            else:
-                target.copy_(surface)
-        (err,) = driver.cuStreamSynchronize(self.stream.handle)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise NvdecError(f"waiting for the frame's copy failed: {err}")
+        self.stream.copy_into(self.array[slot], surface)
 
     def free(self) -> None:
         self.array = None

@@ -74,7 +74,7 @@ class DecoderStream:
             raise NvdecError(f"cannot retain the primary CUDA context of GPU {gpu}: {err}")
         self.context = int(context)
         self.handle = int(self.stream.cuda_stream)
-        self.driver = driver  # cuda-python's driver API (its calls release the GIL)
+        self._driver = driver  # cuda-python's driver API (its calls release the GIL)
         self.driver_copies = 0  # frames copied through the driver (the rest: Tensor.clone)
         self.pool = FramePool()
 
@@ -94,21 +94,38 @@ class DecoderStream:
         64 GIL hand-overs per batch behind every camera thread of the process; at 72 NVDEC
         cameras on the H200 its batches took 200-275 ms and the SMs went idle.
         """
-        driver = self.driver
         if surface.is_contiguous():
             copy = self.pool.take(tuple(surface.shape), surface.new_empty)  # on this stream
-            (err,) = driver.cuMemcpyDtoDAsync(
-                copy.data_ptr(), surface.data_ptr(), surface.numel(), self.handle
-            )
-            if err != driver.CUresult.CUDA_SUCCESS:
-                raise NvdecError(f"copying a decoded frame failed: {err}")
+            self._driver_copy(copy, surface)
             self.driver_copies += 1
         else:
             copy = surface.clone(memory_format=self._contiguous)
+        self._wait()
+        return copy, None
+
+    def copy_into(self, target: Any, surface: Any) -> None:
+        """Copy ``surface`` into ``target`` (as ``own_copy``, into a buffer the caller owns:
+        a decode process's ring), complete on return."""
+        if surface.is_contiguous():
+            self._driver_copy(target, surface)
+        else:
+            with self.current():
+                target.copy_(surface)
+        self._wait()
+
+    def _driver_copy(self, target: Any, surface: Any) -> None:
+        driver = self._driver
+        (err,) = driver.cuMemcpyDtoDAsync(
+            target.data_ptr(), surface.data_ptr(), surface.numel(), self.handle
+        )
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise NvdecError(f"copying a decoded frame failed: {err}")
+
+    def _wait(self) -> None:
+        driver = self._driver
         (err,) = driver.cuStreamSynchronize(self.handle)  # only this camera's decode and copy
         if err != driver.CUresult.CUDA_SUCCESS:
             raise NvdecError(f"waiting for the frame's copy failed: {err}")
-        return copy, None
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
