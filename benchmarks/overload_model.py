@@ -46,7 +46,10 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
 * ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``);
 * ``procN`` (with ``worker``): the cameras demux and decode in N decode processes
   (``capture.nvdec_processes``); the fake decoder's load goes there with them, and the fake
-  copy's post-decode Python runs nowhere (the worker's own Frame and put still run).
+  copy's post-decode Python runs nowhere (the worker's own Frame and put still run);
+* ``sendall`` (with ``procN``): the decode processes copy and send every frame, also those
+  the worker then drops (``capture.skip_unused_frames: false``), as before they let go the
+  frames that would only replace an untaken one.
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
 overwritten and left unmade per second, and the completion threads' batches and seconds per
@@ -367,6 +370,7 @@ def _cameras(
         gop=p.gop if "shed" in p.variant else 0,
         group_size=_modifier_count(p.variant, "group", 1),
         processes=_modifier_count(p.variant, "proc", 0),
+        skip_unused="sendall" not in p.variant,
     )
 
 

@@ -118,6 +118,8 @@ class WorkerCameras:
         group_size: cameras read by one thread (``capture.nvdec_group_size``).
         processes: decode processes (``capture.nvdec_processes``): the fake decoder runs
             there, and its pictures come back through shared host memory.
+        skip_unused: ``capture.skip_unused_frames``: a decode process lets go, uncopied and
+            unsent, the frames the worker would drop (False: it sends every frame).
         on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
     """
 
@@ -136,6 +138,7 @@ class WorkerCameras:
         gop: int = 0,
         group_size: int = 1,
         processes: int = 0,
+        skip_unused: bool = True,
     ) -> None:
         self.copies = 0
         self._post_us = py_us * post_decode_share / calls
@@ -151,7 +154,10 @@ class WorkerCameras:
             decoding.codec = CodecSpec(__name__, "_Codec", codec_args)
             decoding.ring = "host"
         defaults = CaptureConfig(
-            decoder="nvdec", nvdec_group_size=group_size, nvdec_processes=processes
+            decoder="nvdec",
+            nvdec_group_size=group_size,
+            nvdec_processes=processes,
+            skip_unused_frames=skip_unused,
         )
         self.workers: list[CaptureWorker] = []
         for i in range(cameras):

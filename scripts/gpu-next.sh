@@ -31,6 +31,10 @@
 #              demux and decode in DECODE_PROCESSES (4) decode processes
 #              (capture.nvdec_processes), then 60 and 180 (THREAD_CAMERAS) on the camera threads as
 #              shipped: the same run's capacity and baseline; each over 30 s (about 260 s)
+#   overload-letgo  decode processes (DECODE_PROCESSES) at PROC_CAMERAS (90,180) letting go,
+#              uncopied and unsent, the frames the capture workers would drop (as shipped),
+#              then SENDALL_CAMERAS (180) sending every frame (capture.skip_unused_frames:
+#              false): the same run's capacity and baseline; each over 30 s (about 220 s)
 #   box-overload  `vidpipe run` (processes auto) past what the box decodes: BOX_CAMERAS
 #              (default 240: 1.5 times the 160 that one H200's NVDEC carries), 20 s window
 #              (about 100 s)
@@ -106,6 +110,11 @@ for s in $STEPS; do
         --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30
       overload overload-threads overload-procs --cameras "${THREAD_CAMERAS:-60,180}" \
         --warmup 10 --window 30 ;;
+    overload-letgo)  # decode processes letting go the frames the workers would drop
+      overload overload-letgo overload-letgo --cameras "${PROC_CAMERAS:-90,180}" \
+        --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30
+      overload overload-sendall overload-letgo --cameras "${SENDALL_CAMERAS:-180}" \
+        --nvdec-processes "${DECODE_PROCESSES:-4}" --no-skip-unused-frames --warmup 10 --window 30 ;;
     box-overload) box box-overload "$CLIP" "${BOX_CAMERAS:-240}" --warmup 10 --window 20 ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;

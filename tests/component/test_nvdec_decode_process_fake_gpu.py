@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from vidpipe.capture.nvdec import NvdecReader
 from vidpipe.capture.nvdec_child import RING_SLOTS, CodecSpec
 from vidpipe.capture.nvdec_remote import DecodeProcesses
 from vidpipe.capture.nvdec_source import NvdecShared, NvdecSource
+from vidpipe.capture.pacing import Decimator
 from vidpipe.capture.source import SourceError
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import Metrics
@@ -214,3 +216,92 @@ def test_a_looping_camera_streams_through_its_worker_from_a_decode_process() -> 
     )
     assert captured is not None and captured >= PACKETS + 5
     assert decoding.alive == 0 and decoding.started == 1
+
+
+def test_frames_detection_would_not_use_are_let_go_in_the_decode_process(
+    decoding: DecodeProcesses,
+) -> None:
+    """``detect_fps`` 5 of a 25 fps file: the decode process sends only the frames the
+    decimator passes; the frames that reach detection are those of a decoder that sends all."""
+    source = _source(decoding)
+    source.open()
+    decimator = Decimator(5.0)
+    source.skip_unwanted(decimator.wanted_after(1 / 25), None)
+    read, passed = [], []
+    while (picture := source.read()) is not None:
+        k = _value(picture.image())
+        read.append(k)
+        if decimator.due(k / 25):
+            passed.append(k)
+    skipped, unread = source.skipped, source.skipped_unread
+    source.close()
+    every = Decimator(5.0)
+    assert passed == [k for k in range(PACKETS) if every.due(k / 25)]
+    assert len(read) < PACKETS  # frames were let go there, not sent and dropped here
+    assert skipped == PACKETS - len(read) and unread == 0
+
+
+@pytest.mark.parametrize("held", [0, 1])
+def test_a_frame_that_would_replace_an_untaken_one_is_let_go_there(
+    decoding: DecodeProcesses, held: int
+) -> None:
+    """While the last frame waits untaken (``held_back`` 1) the decode process lets the next
+    one go and sends the one after; never two in a row. The file's end may come mid-skip."""
+    source = _source(decoding)
+    source.open()
+    source.skip_unwanted(None, lambda: held)
+    values = []
+    while (picture := source.read()) is not None:
+        values.append(_value(picture.image()))
+    unread = source.skipped_unread
+    source.close()
+    assert values == list(range(held, PACKETS, 1 + held))
+    assert unread == PACKETS - len(values) == (PACKETS // 2 if held else 0)
+
+
+def _leave_untaken(skip_unused: bool) -> tuple[Frame, dict[str, float]]:
+    """A live (``newest``) camera whose frames nobody takes, through its worker from a decode
+    process, to the end of the file: the frame left waiting and the camera's counters."""
+    context = CaptureContext()
+    decoding = context.shared(NvdecShared).decoding
+    decoding.codec, decoding.ring = FAKE, "host"
+    camera = CameraConfig(name="yard", url="file:///clip.mp4")
+    defaults = CaptureConfig(
+        decoder="nvdec", nvdec_processes=1, skip_unused_frames=skip_unused, shed_gops=False
+    )
+    hub, metrics, overwritten = FrameHub(), Metrics(), []
+    box = hub.add(camera.name, "newest", overwritten.append)
+    worker = CaptureWorker(camera, defaults, box, metrics.camera(camera.name), context=context)
+    worker.start()
+
+    def sample(name: str, **labels: str) -> float:
+        value = metrics.registry.get_sample_value(name, {"camera": camera.name, **labels})
+        return value or 0.0
+
+    try:
+        deadline = time.monotonic() + 20
+        while sample("vidpipe_frames_captured_total") < PACKETS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        frame = hub.take(5.0)
+    finally:
+        worker.stop()
+        assert worker.join(10.0)
+        context.close()
+    assert frame is not None
+    counts = {
+        "mailbox_full": sample("vidpipe_frames_dropped_total", reason="mailbox_full"),
+        "overwritten": len(overwritten),  # the mailbox's own count (the hub's on_drop)
+        "captured": sample("vidpipe_frames_captured_total"),
+    }
+    return frame, counts
+
+
+def test_frames_let_go_in_the_decode_process_are_counted_as_the_worker_drops_them() -> None:
+    """Letting a frame go before it is sent changes no count and no frame number: the worker
+    made and dropped the same frames (``mailbox_full`` once in a row, then ``overwritten``)."""
+    frame, counts = _leave_untaken(skip_unused=True)
+    sent_frame, sent_counts = _leave_untaken(skip_unused=False)
+    assert counts == sent_counts
+    assert counts["captured"] == PACKETS
+    assert counts["mailbox_full"] == PACKETS // 2 and counts["overwritten"] == PACKETS // 2 - 1
+    assert frame.seq == sent_frame.seq == int(frame.image.nv12[0, 0]) == PACKETS - 2

@@ -85,3 +85,20 @@ def test_a_picture_from_a_decode_process_letterboxes_as_its_own_copy_gpu(
     torch.cuda.synchronize()
     reader.close()
     assert torch.equal(out[0], out[1])
+
+
+def test_frames_let_go_in_the_decode_process_leave_the_others_as_decoded_gpu(
+    clip: Path, decoding: DecodeProcesses
+) -> None:
+    """Frames the daemon would drop are decoded there and never copied (``NvdecReader.skip``):
+    each frame sent is the picture of its place in the clip, as the camera thread decodes it."""
+    reader = RemoteNvdecReader(str(clip), 0, lambda: decoding.connect(1))
+    reader.open()
+    reader.skip_unwanted(None, lambda: 1)  # the last frame always waits: every other goes
+    sent = [reader.read() for _ in range(RING_SLOTS)]
+    let_go = reader.skipped_unread
+    reader.close()
+    local = _in_process(clip, 2 * RING_SLOTS)
+    assert let_go == RING_SLOTS
+    for i, frame in enumerate(sent):
+        assert frame is not None and torch.equal(frame, local[2 * i + 1]), f"frame {2 * i + 1}"

@@ -216,6 +216,15 @@ class NvdecReader:
         Raises:
             NvdecError: not open, or too many packets in a row failed to decode.
         """
+        picture = self._next_picture()
+        return None if picture is None else self._to_tensor(picture)
+
+    def skip(self) -> bool:
+        """Decode the next frame and let it go without handing it over (a decode process's
+        frame that the daemon would drop); False at the end."""
+        return self._next_picture() is not None
+
+    def _next_picture(self) -> Any | None:
         if self._decoder is None or self._packets is None:
             raise NvdecError("read before open (or after close)")
         while not self._ready:
@@ -230,7 +239,7 @@ class NvdecReader:
                 if self._shedding and getattr(packet, "key", None) and self._flush_safe():
                     self._flush()  # a shed group's keyframe: out now, not a group later
         self.frames += 1
-        return self._to_tensor(self._ready.popleft())
+        return self._ready.popleft()
 
     def shed_groups(self, budget: KeyframeBudget | None) -> None:
         """At each keyframe, ask ``budget`` whether to decode its group of pictures in full

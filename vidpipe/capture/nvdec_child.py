@@ -186,7 +186,7 @@ class CameraServer:
             if op == "open":
                 return ("ok", self._open(request[1], request[2]))
             if op == "read":
-                return self._read(request[1])
+                return self._read(request[1], request[2])
             if op == "shed":
                 self._require().shed_groups(_AskDaemon(self._conn) if request[1] else None)
                 return ("ok", None)
@@ -224,12 +224,17 @@ class CameraServer:
             info = reader.open()
         return (info.width, info.height, info.fps)
 
-    def _read(self, slot: int | None) -> tuple[Any, ...]:
+    def _read(self, slot: int | None, skip: int) -> tuple[Any, ...]:
+        """The next frame into ``slot`` of the ring, after ``skip`` frames decoded and let go
+        (the daemon would drop them: their picture is never copied, nor their answer sent)."""
         reader, rings = self._require(), self._rings
         assert rings is not None
+        passed = 0
         with rings.current():
-            surface = reader.read()
-        counts = (reader.shed, reader.decode_errors)
+            while passed < skip and reader.skip():
+                passed += 1
+            surface = reader.read() if passed == skip else None
+        counts = (reader.shed, reader.decode_errors, passed)
         if surface is None:
             return ("end", None, None, *counts)
         ring = None

@@ -24,10 +24,17 @@ import sys
 import threading
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vidpipe.capture.nvdec import KeyframeBudget, NvdecError, NvdecInfo
 from vidpipe.capture.nvdec_child import CodecSpec, HostRing, serve
+
+if TYPE_CHECKING:
+    from vidpipe.capture.skipping import HeldBack, Wanted
+
+# Frames in a row left to the decode process as detection would not use them; past it the
+# next is read (a detect_fps far below the stream's rate is still kept, at this many a read).
+_MAX_UNUSED = 250
 
 
 class _Child:
@@ -121,9 +128,14 @@ class RemoteNvdecReader:
         self._conn: Connection | None = None
         self._budget: KeyframeBudget | None = None
         self._slots: list[Any] = []
+        self._wanted: Wanted | None = None
+        self._held_back: HeldBack | None = None
+        self._fps: float | None = None
         self.frames = 0
         self.decode_errors = 0
         self.shed = 0
+        self.skipped = 0  # decoded there and let go: detection would not use them
+        self.skipped_unread = 0  # ... they would replace a frame still waiting for inference
 
     @property
     def is_open(self) -> bool:
@@ -154,12 +166,35 @@ class RemoteNvdecReader:
         _, (width, height, fps) = self._ask("open", self.url, self.gpu)
         if self._budget is not None:
             self._ask("shed", True)
+        self._fps = fps
         return NvdecInfo(width, height, fps)
+
+    def skip_unwanted(self, wanted: Wanted | None, held_back: HeldBack | None) -> None:
+        """Let the decode process decode and let go, without copying or sending them, the
+        frames that detection would not use (``wanted``) or that would only replace a frame
+        still waiting for inference (``held_back``), as ``capture/skipping.py`` lets FFmpeg.
+        Each frame let go spares this process's capture worker a wake-up and a round trip."""
+        self._wanted, self._held_back = wanted, held_back
+
+    def _ahead(self) -> tuple[int, int]:
+        """Frames to let go before the next one handed over: unused by detection, else, one
+        that would replace an untaken frame (once in a row: ``OnceInARow.held_back``)."""
+        unused, wanted, fps = 0, self._wanted, self._fps
+        if wanted is not None and fps:
+            while unused < _MAX_UNUSED and not wanted((unused + 1) / fps):
+                unused += 1
+        if unused or self._held_back is None:
+            return unused, 0
+        return 0, min(1, self._held_back())
 
     def read(self) -> Any | None:
         """The next frame (a slot of the ring), or None at the end of a file."""
         slot = self._free_slot()
-        kind, slot, ring, self.shed, self.decode_errors = self._ask("read", slot)
+        unused, unread = self._ahead()
+        answer = self._ask("read", slot, unused + unread)
+        kind, slot, ring, self.shed, self.decode_errors, passed = answer
+        self.skipped += min(unused, passed)  # fewer than asked only at the end of a file
+        self.skipped_unread += passed - min(unused, passed)
         if kind == "end":
             return None
         if ring is not None:

@@ -46,6 +46,7 @@ from vidpipe.capture.nvdec_prefetch import PrefetchNvdecReader
 from vidpipe.capture.nvdec_remote import DecodeProcesses, RemoteNvdecReader
 from vidpipe.capture.nvdec_stream import DecoderStream
 from vidpipe.capture.open_gate import OpenGate, Permit
+from vidpipe.capture.skipping import HeldBack, Wanted
 from vidpipe.capture.source import PacketListener, SourceError, SourceInfo
 from vidpipe.config import CameraConfig, CaptureConfig, Config, GpuConfig
 from vidpipe.gpu_gate import GPU_GATE
@@ -214,6 +215,25 @@ class NvdecSource:
     def shed(self) -> int:
         """Frames left undecoded with their group of pictures (counted ``gop_shed``)."""
         return self._reader.shed if isinstance(self._reader, NvdecReader | RemoteNvdecReader) else 0
+
+    def skip_unwanted(self, wanted: Wanted | None, held_back: HeldBack | None = None) -> None:
+        """A camera in a decode process: the frames detection would not use, or that would
+        only replace an untaken frame, are decoded there and never copied nor sent
+        (``RemoteNvdecReader.skip_unwanted``). On this process's own decoder they are made
+        and dropped as before: every frame must be decoded, and the copy is dropped anyway."""
+        if isinstance(self._reader, RemoteNvdecReader):
+            self._reader.skip_unwanted(wanted, held_back)
+
+    @property
+    def skipped(self) -> int:
+        """Frames let go as detection would not use them (counted ``decimated``)."""
+        return self._reader.skipped if isinstance(self._reader, RemoteNvdecReader) else 0
+
+    @property
+    def skipped_unread(self) -> int:
+        """Frames let go as they would replace an untaken frame (counted ``mailbox_full``)."""
+        reader = self._reader
+        return reader.skipped_unread if isinstance(reader, RemoteNvdecReader) else 0
 
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
