@@ -226,7 +226,10 @@ class CameraServer:
 
     def _read(self, slot: int | None, skip: int) -> tuple[Any, ...]:
         """The next frame into ``slot`` of the ring, after ``skip`` frames decoded and let go
-        (the daemon would drop them: their picture is never copied, nor their answer sent)."""
+        (the daemon would drop them: their picture is never copied, nor their answer sent).
+
+        The daemon counted ``skip`` on the frames right after the last one it had; a group of
+        pictures shed meanwhile moves the frames let go past it, and the frame sent later."""
         reader, rings = self._require(), self._rings
         assert rings is not None
         passed = 0

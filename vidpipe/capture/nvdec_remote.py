@@ -11,8 +11,10 @@ letterbox has run, a live view download hold it until they are done.
 What stays in the daemon's process is the capture worker of each camera (pacing, the
 mailbox, reconnects, counters) and the share of groups decoded in full; what leaves it is
 every packet's demux, every decode and every copy, which at three times a process's count
-took most of its GIL. A decode process that dies ends its cameras' connections: their
-workers see a read error, back off and reopen, and the next open starts it again.
+took most of its GIL. Frames the worker would drop (``skip_unwanted``) are decoded there and
+never sent, sparing it their round trips. A decode process that dies ends its cameras'
+connections: their workers see a read error, back off and reopen, and the next open starts
+it again.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from vidpipe.capture.nvdec_child import CodecSpec, HostRing, serve
 if TYPE_CHECKING:
     from vidpipe.capture.skipping import HeldBack, Wanted
 
-# Frames in a row left to the decode process as detection would not use them; past it the
-# next is read (a detect_fps far below the stream's rate is still kept, at this many a read).
+# At most this many frames in a row are let go as detection would not use them: a detect_fps
+# far below the stream's rate then costs a round trip every this many frames, and the
+# decimator drops the frame it brings.
 _MAX_UNUSED = 250
 
 
