@@ -35,6 +35,10 @@
 #              uncopied and unsent, the frames the capture workers would drop (as shipped),
 #              then SENDALL_CAMERAS (180) sending every frame (capture.skip_unused_frames:
 #              false): the same run's capacity and baseline; each over 30 s (about 220 s)
+#   overload-procs-groups  decode processes (DECODE_PROCESSES) whose realtime file cameras are
+#              read 8 to a thread in the daemon's process (capture.nvdec_group_size) at
+#              PROC_CAMERAS (90,180), then ALONE_CAMERAS (180) with a thread each: the
+#              same run's baseline; each over 30 s (about 220 s)
 #   box-overload  `vidpipe run` (processes auto) past what the box decodes: BOX_CAMERAS
 #              (default 240: 1.5 times the 160 that one H200's NVDEC carries), 20 s window
 #              (about 100 s)
@@ -115,6 +119,11 @@ for s in $STEPS; do
         --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30
       overload overload-sendall overload-letgo --cameras "${SENDALL_CAMERAS:-180}" \
         --nvdec-processes "${DECODE_PROCESSES:-4}" --no-skip-unused-frames --warmup 10 --window 30 ;;
+    overload-procs-groups)  # decode processes with 8 cameras a reader thread, then without
+      overload overload-procs-groups overload-procs-groups --cameras "${PROC_CAMERAS:-90,180}" \
+        --nvdec-processes "${DECODE_PROCESSES:-4}" --nvdec-group-size 8 --warmup 10 --window 30
+      overload overload-procs-alone overload-procs-groups --cameras "${ALONE_CAMERAS:-180}" \
+        --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30 ;;
     box-overload) box box-overload "$CLIP" "${BOX_CAMERAS:-240}" --warmup 10 --window 20 ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
