@@ -259,6 +259,20 @@ def test_a_frame_that_would_replace_an_untaken_one_is_let_go_there(
     assert unread == PACKETS - len(values) == (PACKETS // 2 if held else 0)
 
 
+def test_a_live_streams_frames_are_never_let_go_for_an_untaken_one(
+    decoding: DecodeProcesses,
+) -> None:
+    """A stream's read is sent before its next frame arrives: the frame waiting then is
+    mostly taken by the time it does, so only the worker's own rule drops (at the frame)."""
+    source = _source(decoding, "rtsp://10.0.0.9/live")
+    source.open()
+    source.skip_unwanted(None, lambda: 1)  # as if a frame always waited
+    values = [_value(source.read().image()) for _ in range(10)]  # type: ignore[union-attr]
+    unread = source.skipped_unread
+    source.close()
+    assert values == list(range(10)) and unread == 0
+
+
 def _leave_untaken(skip_unused: bool) -> tuple[Frame, dict[str, float]]:
     """A live (``newest``) camera whose frames nobody takes, through its worker from a decode
     process, to the end of the file: the frame left waiting and the camera's counters."""

@@ -177,6 +177,7 @@ class NvdecSource:
         free_memory: FreeMemory | None = None,
     ) -> None:
         self._processes = defaults.nvdec_processes
+        self._is_stream = camera.is_stream
         self._prefetch = 0 if camera.is_stream or self._processes else defaults.nvdec_prefetch
         self._open_limit = defaults.nvdec_open_concurrency
         self._shared = NvdecShared() if shared is None else shared
@@ -220,9 +221,14 @@ class NvdecSource:
         """A camera in a decode process: the frames detection would not use, or that would
         only replace an untaken frame, are decoded there and never copied nor sent
         (``RemoteNvdecReader.skip_unwanted``). On this process's own decoder they are made
-        and dropped as before: every frame must be decoded, and the copy is dropped anyway."""
+        and dropped as before: every frame must be decoded, and the copy is dropped anyway.
+
+        A live stream's frames are never let go for an untaken one: ``held_back`` is asked
+        when the read is sent, and a stream's next frame comes later, off the network, when
+        the frame now waiting has mostly been taken (a file's read is sent when its frame is
+        due, or at once)."""
         if isinstance(self._reader, RemoteNvdecReader):
-            self._reader.skip_unwanted(wanted, held_back)
+            self._reader.skip_unwanted(wanted, None if self._is_stream else held_back)
 
     @property
     def skipped(self) -> int:

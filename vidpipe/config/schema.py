@@ -107,10 +107,11 @@ class CaptureConfig(ConfigModel):
     skip_unused_frames: bool = Field(
         True,
         description="let the decoder skip the non-reference frames that would only be "
-        "dropped (pyav), and a decode process (nvdec_processes) let go uncopied and unsent any "
-        "frame that would: with detect_fps below the stream's rate, those detection would not "
+        "dropped (pyav), and a decode process (nvdec_processes) let go uncopied and unsent the "
+        "frames that would: with detect_fps below the stream's rate, those detection would not "
         "use (counted as decimated); on a live camera, one that would replace a frame still "
-        "waiting for inference (counted as mailbox_full)",
+        "waiting for inference (counted as mailbox_full; in a decode process, file cameras "
+        "only)",
     )
     shed_gops: bool = Field(
         True,
