@@ -274,8 +274,8 @@ def test_a_live_streams_frames_are_never_let_go_for_an_untaken_one(
 
 
 def _leave_untaken(skip_unused: bool) -> tuple[Frame, dict[str, float]]:
-    """A live (``newest``) camera whose frames nobody takes, through its worker from a decode
-    process, to the end of the file: the frame left waiting and the camera's counters."""
+    """A file camera with a ``newest`` mailbox whose frames nobody takes, through its worker
+    from a decode process, to the end of the file: the frame left waiting and its counters."""
     context = CaptureContext()
     decoding = context.shared(NvdecShared).decoding
     decoding.codec, decoding.ring = FAKE, "host"
