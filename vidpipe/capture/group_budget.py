@@ -187,12 +187,10 @@ class GroupBudget:
             return True
         return False
 
-    def due(self, taken: bool, missed: int = 0) -> None:
-        """A due frame came: ``taken`` says whether inference took the frame made before it.
-        ``missed``: due frames before it let go undecoded as that frame still waited (each
-        due, none taken, as if dropped here)."""
+    def due(self, taken: bool) -> None:
+        """A due frame came: ``taken`` says whether inference took the frame made before it."""
         shared = self.shared
-        shared.due += 1 + missed
+        shared.due += 1
         shared.taken += taken
 
 

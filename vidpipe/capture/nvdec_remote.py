@@ -196,8 +196,10 @@ class RemoteNvdecReader:
         unused, unread = self._ahead()
         answer = self._ask("read", slot, unused + unread)
         kind, slot, ring, self.shed, self.decode_errors, passed = answer
-        self.skipped += min(unused, passed)  # fewer than asked only at the end of a file
-        self.skipped_unread += passed - min(unused, passed)
+        if unused:  # passed: fewer than asked only at the end of a file
+            self.skipped += passed
+        else:
+            self.skipped_unread += passed
         if kind == "end":
             return None
         if ring is not None:

@@ -480,7 +480,7 @@ class CaptureWorker:
         # row only: the frame inferred is at most one due frame older (a burst ends fresh).
         drop, waiting = self._once.drop(seq, undecoded=undecoded.unread > 0)
         if session.budget is not None:  # what a frame waiting now says of its group
-            session.budget.due(taken=waiting is None, missed=undecoded.unread)
+            session.budget.due(taken=waiting is None)
         if drop:
             self._metrics.drop("mailbox_full")
             return True
