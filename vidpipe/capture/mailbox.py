@@ -57,6 +57,10 @@ class FrameSink(Protocol):
         """Wait for the reader's turn to decode; False if ``stop`` was set first."""
         ...
 
+    def wait_taken(self, seq: int, stop: threading.Event, timeout_s: float) -> bool:
+        """Wait until frame ``seq`` was taken, at most ``timeout_s``; False if it was not."""
+        ...
+
 
 class OnceInARow:
     """A live camera's rule for a due frame whose predecessor still waits in the mailbox: drop

@@ -241,6 +241,12 @@ class NvdecSource:
         reader = self._reader
         return reader.skipped_unread if isinstance(reader, RemoteNvdecReader) else 0
 
+    @property
+    def skips_ahead(self) -> bool:
+        """A frame let go for an untaken one costs this process nothing: a file camera in a
+        decode process, whose decoder drops it there unsent (``skip_unwanted``)."""
+        return isinstance(self._reader, RemoteNvdecReader) and not self._is_stream
+
     def _stream(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext() if self._cuda is None else self._cuda.current()
 

@@ -51,6 +51,14 @@ class Pacer:
             return 0.0
         return max(0.0, self._t0 + (self._k - 1) / fps - now_s)
 
+    def behind(self, now_s: float, fps: float | None) -> int:
+        """Frames already due at ``now_s`` after the one ``wait_s`` last let through (0: on
+        time): a reader that fell behind may let that many go unread (``advance_s`` then puts
+        the frame it reads in their place)."""
+        if not fps or fps <= 0 or self._t0 is None:
+            return 0
+        return max(0, math.floor((now_s - self._t0) * fps) - (self._k - 1))
+
     def delay_s(self, now_s: float, fps: float | None) -> float:
         """How long to wait before reading the next frame (0 when it is already due)."""
         if not fps or fps <= 0:

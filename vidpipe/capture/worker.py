@@ -46,6 +46,7 @@ from vidpipe.capture.session import (
 )
 from vidpipe.capture.skipping import leave_undecoded
 from vidpipe.capture.source import PacketTap, Picture, ReadTimeout, SourceError, as_picture
+from vidpipe.capture.take_wait import TakeWait, take_wait_for
 from vidpipe.capture.tap import TapSwitch
 from vidpipe.config import CameraConfig, CaptureConfig
 from vidpipe.metrics import CameraMetrics
@@ -113,6 +114,7 @@ class CaptureWorker:
         self._group_size = group_size_of(camera, defaults, mailbox.policy)
         self._numbers = FrameNumbers(metrics)
         self._once = OnceInARow(mailbox)  # the live mailbox's drop rule
+        self._take_wait: TakeWait | None = None  # set at each open where it applies
         self._supervisor: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self._session: Session | None = None
@@ -333,11 +335,14 @@ class CaptureWorker:
         if session.cancel.is_set():
             return False  # abandoned while opening
         source.packet_listener = self._tap.feed(source)
+        self._take_wait = take_wait_for(
+            source, self._defaults, self._mailbox, self._pacer, self._group_size, info.fps,
+            self._clock,
+        )  # fmt: skip
+        held_back = self._once.held_back if self._take_wait is None else self._take_wait.behind
         session.budget = leave_undecoded(
             source, info.fps, self.camera, self._defaults, self._decimator, self._mailbox.policy,
-            self._context.shared(SharedShare),
-            self._once.held_back,
-            self._mailbox.wait_clock,
+            self._context.shared(SharedShare), held_back, self._mailbox.wait_clock,
         )  # fmt: skip
         session.info = info
         session.epoch = next(_EPOCHS)
@@ -369,6 +374,8 @@ class CaptureWorker:
         delay_s = self._pace(session)
         if delay_s > 0:
             return delay_s
+        if self._take_wait is not None and not self._take_wait.wait(session.cancel):
+            return None  # due, but stopped while inference had yet to take the last frame
         t_read = self._clock()
         assert session.source is not None  # _open succeeded
         try:

@@ -125,6 +125,18 @@ class Mailbox:
         waiting = self._frame
         return None if waiting is None else waiting.seq
 
+    def wait_taken(self, seq: int, stop: threading.Event, timeout_s: float) -> bool:
+        """Wait until frame ``seq`` has left the box (taken), at most ``timeout_s``; woken by
+        the take's notify. True if it left; False on timeout, or if ``stop`` was set."""
+        deadline = time.monotonic() + timeout_s
+        with self._hub.lock:
+            while (waiting := self._frame) is not None and waiting.seq == seq:
+                left = deadline - time.monotonic()
+                if left <= 0 or stop.is_set():
+                    return False
+                self._changed.wait(min(left, 0.1))  # 0.1: ``stop`` notifies nobody
+        return True
+
     def wait_empty(self, stop: threading.Event, poll_s: float = 0.1) -> bool:
         """Block policy: wait until the previous frame was taken and this camera has a turn,
         so the next frame is decoded only when it can be used soon (its capture time is then
