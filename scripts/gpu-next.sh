@@ -39,6 +39,13 @@
 #              read 8 to a thread in the daemon's process (capture.nvdec_group_size) at
 #              PROC_CAMERAS (90,180), then ALONE_CAMERAS (180) with a thread each: the
 #              same run's baseline; each over 30 s (about 220 s)
+#   overload-trees  one process with DECODE_PROCESSES (4) decode processes at TREE_CAMERAS
+#              (270) in each tree of TREES ("this=." by default; NAME=DIR pairs, each DIR a
+#              copy of vidpipe/, benchmarks/*.py and tests/{__init__,fake_gpu}.py, such as
+#              `git archive REV` makes): an A/B on one warm machine. TREE_WARMUP (8) and
+#              TREE_WINDOW (20) seconds; `nvidia-smi dmon` samples SM and NVDEC load into
+#              OUT/dmon-NAME-N.txt; results in OUT/next-overload-trees.jsonl, each line with a
+#              "tree" field
 #   box-overload  `vidpipe run` (processes auto) past what the box decodes: BOX_CAMERAS
 #              (default 240: 1.5 times the 160 that one H200's NVDEC carries), 20 s window
 #              (about 100 s)
@@ -87,6 +94,26 @@ overload() {  # overload NAME FILE [OPTION...]: one process past its count, OUT/
   step "$name" python3 -X faulthandler -m benchmarks.overload --device cuda --model "$M" \
     --labels "$L" --clip "$CLIP" --json "$OUT/next-$file.jsonl" "$@"
 }
+trees() {  # the overload-trees step: every tree of TREES at every count of TREE_CAMERAS
+  local pair name dir n dmon
+  for n in ${TREE_CAMERAS:-270}; do
+    for pair in ${TREES:-this=.}; do
+      name=${pair%%=*}; dir=$(cd "${pair#*=}" && pwd) || { echo "!! no tree $pair"; rc=1; continue; }
+      nvidia-smi dmon -s u -d 2 > "$OUT/dmon-$name-$n.txt" 2>&1 & dmon=$!
+      (cd "$dir" && PYTHONPATH=$dir${PYTHONPATH:+:$PYTHONPATH} step "trees-$name-$n" \
+        python3 -X faulthandler -m benchmarks.overload --device cuda --model "$M" \
+        --labels "$L" --clip "$CLIP" --cameras "$n" --nvdec-processes "${DECODE_PROCESSES:-4}" \
+        --warmup "${TREE_WARMUP:-8}" --window "${TREE_WINDOW:-20}" --json "/tmp/trees-$name.jsonl"
+        exit $rc) \
+        || rc=1
+      kill "$dmon" 2>/dev/null; wait "$dmon" 2>/dev/null
+      [[ -f /tmp/trees-$name.jsonl ]] && python3 -c 'import json,sys
+for line in open(sys.argv[2]): print(json.dumps({"tree": sys.argv[1], **json.loads(line)}))' \
+        "$name" "/tmp/trees-$name.jsonl" >> "$OUT/next-overload-trees.jsonl"
+      rm -f "/tmp/trees-$name.jsonl"
+    done
+  done
+}
 for s in $STEPS; do
   case $s in
     tests) VIDPIPE_GPU_CLIP=$CLIP step tests python3 -m pytest -q -rfE -p no:cacheprovider \
@@ -124,6 +151,7 @@ for s in $STEPS; do
         --nvdec-processes "${DECODE_PROCESSES:-4}" --nvdec-group-size 8 --warmup 10 --window 30
       overload overload-procs-alone overload-procs-groups --cameras "${ALONE_CAMERAS:-180}" \
         --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30 ;;
+    overload-trees) trees ;;
     box-overload) box box-overload "$CLIP" "${BOX_CAMERAS:-240}" --warmup 10 --window 20 ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
