@@ -46,7 +46,9 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
 * ``groupN`` (with ``worker``): N cameras a read thread (``capture.nvdec_group_size``);
 * ``procN`` (with ``worker``): the cameras demux and decode in N decode processes
   (``capture.nvdec_processes``); the fake decoder's load goes there with them, and the fake
-  copy's post-decode Python runs nowhere (the worker's own Frame and put still run);
+  copy's post-decode Python runs nowhere (the worker's own Frame and put still run).
+  ``--decoder-fps`` bounds the pictures a second they decode, split between them, as NVDEC
+  does: a frame let go is decoded, a shed one is not (0, the default: no bound);
 * ``sendall`` (with ``procN``): the decode processes copy and send every frame, also those
   the worker then drops (``capture.skip_unused_frames: false``), as before they let go the
   frames that would only replace an untaken one.
@@ -110,6 +112,7 @@ class Point:
     warmup_s: float = 4.0
     window_s: float = 8.0
     gop: int = 50  # ``shed``: a keyframe every 2 s at 25 fps, as the GPU benchmark's clip
+    decoder_fps: float = 0.0  # pictures a second the decoders make, all told (0: no bound)
 
     @property
     def capacity_fps(self) -> float:
@@ -371,6 +374,7 @@ def _cameras(
         group_size=_modifier_count(p.variant, "group", 1),
         processes=_modifier_count(p.variant, "proc", 0),
         skip_unused="sendall" not in p.variant,
+        decoder_fps=p.decoder_fps,
     )
 
 
@@ -448,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
         help="shed: hold the share of groups decoded in full at this value (the controller "
         "off), to see what each share infers",
     )
+    ap.add_argument(
+        "--decoder-fps",
+        type=float,
+        default=0.0,
+        help="worker: pictures a second the decoder makes, split between the decode processes "
+        "(NVDEC's bound; a frame let go is decoded, a shed one is not; 0: no bound)",
+    )
     ap.add_argument("--warmup", type=float, default=4.0)
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval, seconds")
@@ -470,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         post_decode_share=args.post_decode_share,
         kernel_ms=args.kernel_ms,
         gop=args.gop,
+        decoder_fps=args.decoder_fps,
         warmup_s=args.warmup,
         window_s=args.window,
     )

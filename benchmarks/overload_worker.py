@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -76,9 +77,28 @@ class _KeyedDemuxer(FakeDemuxer):
             yield _Packet() if k is None else _Packet(k % self._gop == 0, len(_KEY_HEAD))
 
 
+class _Engine:
+    """The decoders of one process, as NVDEC bounds them: one picture at a time, ``period_s``
+    each, whichever camera asks. The wait is a sleep: it holds no GIL (in a decode process
+    none that inference needs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free_s = 0.0  # when the engine finishes the pictures asked for so far
+
+    def decode(self, period_s: float) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._free_s = done = max(now, self._free_s) + period_s
+        time.sleep(done - now)
+
+
+_ENGINE = _Engine()  # one a process: a decode process has its own
+
+
 class _Decoder:
-    def __init__(self, calls: int, pre_us: float) -> None:
-        self._calls, self._pre_us = calls, pre_us
+    def __init__(self, calls: int, pre_us: float, period_s: float) -> None:
+        self._calls, self._pre_us, self._period_s = calls, pre_us, period_s
         self._hasher = hashlib.sha256()
 
     def Decode(self, packet: Any) -> list[Any]:
@@ -86,6 +106,8 @@ class _Decoder:
             native_call(self._hasher)
             python_work(self._pre_us)
         empty = packet is None or (isinstance(packet, _Packet) and not packet.bsl)
+        if not empty and self._period_s:
+            _ENGINE.decode(self._period_s)
         return [] if empty else [_PICTURE]
 
 
@@ -94,14 +116,17 @@ class _Codec:
 
     PacketData = _Packet  # the empty packet that flushes the decoder
 
-    def __init__(self, fps: float, calls: int, pre_us: float, gop: int = 0) -> None:
+    def __init__(
+        self, fps: float, calls: int, pre_us: float, gop: int = 0, period_s: float = 0.0
+    ) -> None:
         self._fps, self._calls, self._pre_us, self._gop = fps, calls, pre_us, gop
+        self._period_s = period_s
 
     def CreateDemuxer(self, filename: str) -> FakeDemuxer:
         return _KeyedDemuxer(self._fps, self._gop) if self._gop else FakeDemuxer(self._fps)
 
     def CreateDecoder(self, **kwargs: Any) -> _Decoder:
-        return _Decoder(self._calls, self._pre_us)
+        return _Decoder(self._calls, self._pre_us, self._period_s)
 
 
 class WorkerCameras:
@@ -121,6 +146,8 @@ class WorkerCameras:
         skip_unused: ``capture.skip_unused_frames``: a decode process lets go, uncopied and
             unsent, the frames the worker would drop (False: it sends every frame).
         on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
+        decoder_fps: pictures a second the decoders make, split evenly between the decode
+            processes (or all in this one); 0: no bound.
     """
 
     def __init__(
@@ -139,11 +166,13 @@ class WorkerCameras:
         group_size: int = 1,
         processes: int = 0,
         skip_unused: bool = True,
+        decoder_fps: float = 0.0,
     ) -> None:
         self.copies = 0
         self._post_us = py_us * post_decode_share / calls
         self._calls, self._gpu_wait_s = calls, gpu_wait_us / 1e6
-        codec_args = (fps, calls, py_us * (1.0 - post_decode_share) / calls, gop)
+        period_s = max(processes, 1) / decoder_fps if decoder_fps else 0.0
+        codec_args = (fps, calls, py_us * (1.0 - post_decode_share) / calls, gop, period_s)
         self._codec = _Codec(*codec_args)
         self._surface = np.zeros(_SURFACE, np.uint8)
         metrics, context = Metrics(), CaptureContext()

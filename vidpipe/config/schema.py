@@ -111,7 +111,8 @@ class CaptureConfig(ConfigModel):
         "frames that would: with detect_fps below the stream's rate, those detection would not "
         "use (counted as decimated); on a live camera, one that would replace a frame still "
         "waiting for inference (counted as mailbox_full; in a decode process, file cameras "
-        "only)",
+        "only, and a realtime one there waits for inference to take its last frame before it "
+        "reads the next)",
     )
     shed_gops: bool = Field(
         True,
