@@ -3,9 +3,10 @@
 A file camera played in real time with a ``newest`` mailbox stands for a live camera. Past
 what inference takes, its reader used to wake at every due time, read a frame, and replace
 the one still waiting (``overwritten``), or drop it unmade once in a row (``mailbox_full``).
-With 270 cameras on one GPU process, those wake-ups and reads are what held Python's GIL: the
-decode processes (``capture.nvdec_processes``) had taken the decoding away, but every read is
-still a round trip on the camera's thread.
+Its decode process (``capture.nvdec_processes``) had taken the decoding away, but every read
+is still a round trip on the camera's thread under the process's one GIL, and with 270
+cameras on one GPU process most of those reads brought frames that were replaced or dropped
+before inference took them.
 
 A file's next frame need not be read before the last one is taken: nothing arrives off a
 network meanwhile. So when the frame it put still waits as the next comes due, the camera's
