@@ -162,6 +162,7 @@ class Pipeline:
         # track events, clips clip events
         secondary = [] if self.secondary is None else [self.secondary]
         self._results = chain([self.tracking, *secondary, self.clips.observe, self.sinks.submit])
+        self.clips.send_late_events(self.sinks.submit)
         self.camera_detector = dict(plan.camera_detector)
         self._clip_classes = plan.clip_classes
         self.clips.set_classes(plan.clip_classes)

@@ -11,10 +11,11 @@ per-camera state; none may block.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from vidpipe.types import FrameResult
+from vidpipe.types import Detections, Event, FrameResult
 
 
 class ResultStage(Protocol):
@@ -36,3 +37,13 @@ def chain(stages: Sequence[ResultStage]) -> Callable[[FrameResult], None]:
             result = out
 
     return run
+
+
+def events_result(camera: str, events: Sequence[Event]) -> FrameResult:
+    """A result of ``camera`` that carries ``events`` and no frame, for events that no later
+    result of the camera can carry (a clip written after its camera's last frame)."""
+    now = time.monotonic()
+    return FrameResult(
+        camera, -1, now, now, time.time(), 0, 0, Detections.empty(),
+        events=tuple(events), events_only=True,
+    )  # fmt: skip

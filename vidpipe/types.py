@@ -356,7 +356,8 @@ class TrackEvent:
 
 @dataclass(frozen=True, slots=True)
 class ClipEvent:
-    """An event clip was written (``vidpipe.clips``); it rides on its camera's next result.
+    """An event clip was written (``vidpipe.clips``); it rides on its camera's next result, or
+    goes to the sinks on its own where none will come (``vidpipe.stages.events_result``).
 
     Attributes:
         camera: camera name.
@@ -491,6 +492,8 @@ class FrameResult:
             for too long, or dropped by a reconnect): state kept per track can go.
         global_ids: tracker id -> identity across cameras, for this frame's tracks that have
             one (``vidpipe.secondary``; empty without re-identification).
+        events_only: no frame, only ``events`` (``vidpipe.stages.events_result``): sinks
+            deliver the events and write nothing of a frame.
     """
 
     camera: str
@@ -509,6 +512,7 @@ class FrameResult:
     model: ModelTag | None = None
     ended_tracks: frozenset[int] = frozenset()
     global_ids: Mapping[int, int] = field(default_factory=dict)
+    events_only: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", Labels.of(self.labels))

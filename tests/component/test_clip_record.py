@@ -14,19 +14,24 @@ from tests.component.test_record_format import (
     send_through_every_sink,
     tracked_frame_with_an_event,
 )
+from vidpipe.stages import events_result
 from vidpipe.types import ClipEvent
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_clip_record_is_the_same_in_every_sink(tmp_path: Path) -> None:
+def door_clip() -> ClipEvent:
     wall = time.time()
-    clip = ClipEvent(
+    return ClipEvent(
         camera="door", seq=42, wall_time=wall, clip_id="20261130-183438-720",
         start=wall - 9.25, end=wall - 0.5, url="/clips/door/20261130-183438-720.mp4",
         label="person", classes=("person",), tracker_ids=(7,), size=123456,
         crop_url="/clips/door/20261130-183438-720.t7.jpg",
     )  # fmt: skip
+
+
+def test_clip_record_is_the_same_in_every_sink(tmp_path: Path) -> None:
+    clip = door_clip()
     frame = tracked_frame_with_an_event()
     result = dataclasses.replace(frame, events=(clip,))
     # a class filter that passes the clip's class: the clip goes out like a zone event
@@ -60,3 +65,23 @@ def test_clip_record_is_the_same_in_every_sink(tmp_path: Path) -> None:
     }
     for key in ("ts", "start", "end"):
         assert _RFC3339_UTC_MS.fullmatch(clip_line[key]), clip_line[key]
+
+
+def test_a_clip_without_a_frame_is_its_record_alone_in_every_sink(tmp_path: Path) -> None:
+    """A clip written after its camera's last result (at shutdown, or of a removed camera)
+    reaches every sink as its record, with no frame record, even where sinks write frames
+    without detections."""
+    clip = door_clip()
+    sent = send_through_every_sink(
+        tmp_path,
+        events_result("door", [clip]),
+        ("vidpipe/door/events",),
+        only_with_detections=False,
+        mqtt_only_with_detections=False,
+    )
+    (clip_line,) = sent.jsonl
+    (mqtt_clip,) = sent.mqtt["vidpipe/door/events"]
+    (hook_clip,) = sent.webhook
+    assert clip_line == mqtt_clip == hook_clip
+    assert (clip_line["event"], clip_line["id"]) == ("clip", clip.clip_id)
+    assert sent.mqtt["vidpipe/door/detections"] == []

@@ -27,7 +27,7 @@ from vidpipe.config import CameraConfig, CaptureConfig, ClipsConfig
 from vidpipe.labels import Labels
 from vidpipe.metrics import Metrics
 from vidpipe.sinks.record import clip_record
-from vidpipe.types import Detections, FrameResult, TrackEvent
+from vidpipe.types import ClipEvent, Detections, FrameResult, TrackEvent
 
 PERSON = "one-by-one-person-detection"
 LABELS = Labels(["person", "bicycle"])
@@ -197,6 +197,60 @@ def test_clip_event_rides_on_the_cameras_next_result(tmp_path: Path, walkway: An
     # it lasts what the stream's timestamps say, from the keyframe at 8 s (10 - pre_s) on
     duration, _ = probe(rig.dir / side["file"])
     assert abs(side["duration_s"] - duration) < 0.15
+
+
+@pytest.mark.timeout(60)
+def test_clips_written_after_their_cameras_last_result_reach_the_sinks_without_a_frame(
+    tmp_path: Path, walkway: Any
+) -> None:
+    late: list[FrameResult] = []
+    rig = Rig(tmp_path, walkway)
+    rig.recorder.send_late_events(late.append)
+    # a clip whose event a later result carries, then a clip still open at shutdown, whose
+    # event no result can carry: only that one is sent on its own, once the recorder closes
+    rig.run_until(9.95)
+    rig.enter(10.0, track=7)
+    rig.run_until(20.0)
+    rig.wait_clips(1)
+    nxt = rig.enter(20.0, track=8)
+    assert [e.kind for e in nxt.events] == ["enter", "clip"]
+    rig.run_until(21.0)
+    assert late == []
+    rig.recorder.close(5)
+    closed_by = {
+        c.clip_id: json.loads((rig.dir / f"{c.clip_id}.json").read_text())["closed_by"]
+        for c in stored_clips(rig.dir)
+    }
+    assert sorted(closed_by.values()) == ["post_s", "shutdown"]
+    (result,) = late
+    assert result.events_only and result.camera == "walkway" and len(result.detections) == 0
+    (clip,) = result.events
+    assert isinstance(clip, ClipEvent) and closed_by[clip.clip_id] == "shutdown"
+    assert clip.tracker_ids == (8,)
+
+
+@pytest.mark.timeout(60)
+def test_a_removed_cameras_last_clip_reaches_the_sinks_without_a_frame(
+    tmp_path: Path, walkway: Any
+) -> None:
+    late: list[FrameResult] = []
+    rig = Rig(tmp_path, walkway)
+    rig.recorder.send_late_events(late.append)
+    try:
+        rig.run_until(9.95)
+        rig.enter(10.0, track=3)
+        rig.run_until(11.0)
+        rig.recorder.remove_camera("walkway")  # its open clip is written as it stands
+        deadline = time.monotonic() + 20
+        while not late:
+            assert time.monotonic() < deadline, "the removed camera's clip was not announced"
+            time.sleep(0.05)
+    finally:
+        rig.recorder.close(5)
+    (result,) = late
+    (clip,) = result.events
+    assert result.events_only and isinstance(clip, ClipEvent) and clip.tracker_ids == (3,)
+    assert (rig.dir / f"{clip.clip_id}.mp4").exists()
 
 
 @pytest.mark.timeout(90)

@@ -67,6 +67,7 @@ def send_through_every_sink(
     *,
     only_with_detections: bool = False,
     webhook_classes: list[str] | None = None,
+    mqtt_only_with_detections: bool = True,
 ) -> SentRecords:
     """Hand ``result`` to a real JSONL sink, a real MQTT sink (its own mosquitto) and a real
     webhook sink (a real HTTP endpoint); wait until every one of ``topics`` got a message."""
@@ -79,7 +80,10 @@ def send_through_every_sink(
     with Mosquitto(tmp_path / "broker") as broker:
         sub = Subscriber(broker.port, "vidpipe/#")
         metrics = Metrics()
-        mqtt = MqttSink("mqtt", MqttSinkConfig(host="127.0.0.1", port=broker.port), metrics)
+        mqtt_cfg = MqttSinkConfig(
+            host="127.0.0.1", port=broker.port, only_with_detections=mqtt_only_with_detections
+        )
+        mqtt = MqttSink("mqtt", mqtt_cfg, metrics)
         try:
             wait_for(
                 lambda: metrics.registry.get_sample_value(
@@ -100,7 +104,10 @@ def send_through_every_sink(
             endpoint.close()
     return SentRecords(
         [json.loads(line) for line in path.read_text().splitlines()],
-        {t: [json.loads(m.payload) for m in sub.on(t)] for t in topics},
+        {
+            t: [json.loads(m.payload) for m in sub.on(t)]
+            for t in {*topics, "vidpipe/door/detections"}
+        },
         list(endpoint.events),
     )
 

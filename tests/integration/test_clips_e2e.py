@@ -80,9 +80,10 @@ def sidecars(camera_dir: Path) -> list[dict[str, Any]]:
 
 
 def records(path: Path) -> list[dict[str, Any]]:
+    """The whole lines of a JSONL file: a line still being written has no newline yet."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines()[:-1] if line.strip()]
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
 
 
 def ffprobe(path: Path, *args: str) -> dict[str, Any]:

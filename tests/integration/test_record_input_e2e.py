@@ -281,6 +281,9 @@ def test_crop_source_record_cuts_the_best_shot_from_the_main_stream_at_its_scale
 
         wait_for(clip_with_crop, 200, "a clip with a best-shot crop")
         assert daemon.terminate(30) == 0, daemon.log()[-3000:]
+    # every clip written reaches the sink, those written as the daemon stopped too
+    announced = {r["id"] for r in records(out) if r.get("event") == "clip"}
+    assert {s["id"] for s in sidecars(clips_dir / "walkway")} <= announced
     side = next(s for s in sidecars(clips_dir / "walkway") if s["crops"])
     crop = side["crops"][0]
     # the best shot: the track's detection on the sub-stream with the crop's score

@@ -3,9 +3,11 @@
 ``ClipRecorder.observe`` runs inline between tracking and the sinks (the pipeline's result
 thread). It only compares scores and times, copies the best crop of a track when it improves,
 and attaches the clip events of clips written since the camera's previous result: that is how a
-``clip`` record reaches every sink, in the one record format. Cutting clips out of the rings,
-remuxing, crops, sidecars and retention run on the recorder's own writer thread behind a bounded
-queue (a full queue drops the clip, counted).
+``clip`` record reaches every sink, in the one record format. A clip that no later result can
+carry (a removed camera's, those written at shutdown) goes to the sinks on its own
+(``send_late_events``). Cutting clips out of the rings, remuxing, crops, sidecars and retention
+run on the recorder's own writer thread behind a bounded queue (a full queue drops the clip,
+counted).
 
 The recorder never calls into capture: the assembler installs each camera's ``PacketRing`` as
 that camera's packet tap, and the recorder reads the ring.
@@ -24,17 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vidpipe.clips.align import MAX_OFFSET_S, DetectClock, InputOffset, clip_source
 from vidpipe.clips.ring import PacketRing, Segment
 from vidpipe.clips.shots import Crop, Shot, better_tracks, padded_box
 from vidpipe.clips.store import clean_temp, clip_id, enforce
+from vidpipe.clips.triggers import trigger_hits
 from vidpipe.clips.writer import ClipJob, ClipWriteError, write_clip
 from vidpipe.config import CameraConfig, ClipsConfig, SchedulerConfig
 from vidpipe.metrics import CLIP_DROPS, CLIP_FAILURES, Metrics
-from vidpipe.sinks.record import event_record
-from vidpipe.types import ClipEvent, FrameResult, TrackEvent, host_image
+from vidpipe.stages import events_result
+from vidpipe.types import ClipEvent, FrameResult, host_image
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,13 @@ class ClipRecorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.wants_images = False
+        self._late: Callable[[FrameResult], None] | None = None
+
+    def send_late_events(self, submit: Callable[[FrameResult], None]) -> None:
+        """Where the clip events go that no later result of their camera can carry (a removed
+        camera's last clip, the clips written at shutdown): ``submit`` gets each camera's as
+        an events-only result (``events_result``)."""
+        self._late = submit
 
     # ------------------------------------------------------------------ assembly
 
@@ -216,7 +224,7 @@ class ClipRecorder:
         camera = self._cameras.get(result.camera)
         if camera is None:
             return result
-        hits = self._triggers(camera, result)
+        hits = trigger_hits(result, camera.cfg.triggers, camera.class_ids)
         with self._lock:
             if hits:
                 self._trigger(camera, result, hits)
@@ -229,34 +237,6 @@ class ClipRecorder:
         if announce:
             result = dataclasses.replace(result, events=(*result.events, *announce))
         return result
-
-    def _triggers(self, camera: _Camera, result: FrameResult) -> list[dict[str, Any]]:
-        trig = camera.cfg.triggers
-        hits: list[dict[str, Any]] = []
-        for event in result.events:
-            if isinstance(event, TrackEvent) and (
-                event.kind in trig.zones or event.kind in trig.lines
-            ):
-                hits.append(event_record(event))
-        if camera.class_ids:
-            det = result.detections
-            mask = det.score >= trig.min_score
-            if mask.any():
-                mask &= np.isin(det.class_id, list(camera.class_ids))
-                tids = det.tracker_id
-                for i in np.flatnonzero(mask).tolist():
-                    cid = int(det.class_id[i])
-                    hits.append(
-                        {
-                            "event": "detection",
-                            "frame": result.seq,
-                            "class_id": cid,
-                            "label": result.labels.name(cid),
-                            "score": round(float(det.score[i]), 5),
-                            "tracker_id": None if tids is None or tids[i] < 0 else int(tids[i]),
-                        }
-                    )
-        return hits
 
     def _trigger(self, camera: _Camera, result: FrameResult, hits: list[dict[str, Any]]) -> None:
         cfg = camera.cfg
@@ -449,6 +429,8 @@ class ClipRecorder:
                 camera.announce.append(event)
         if camera is not None:
             self._retention(camera)
+        elif self._late is not None:  # a removed camera: no result of it will come
+            self._late(events_result(job.camera, [event]))
 
     def _failed(self, job: ClipJob, exc: ClipWriteError) -> None:
         self._metrics.clips_failed.labels(camera=job.camera, reason=exc.reason).inc()
@@ -481,7 +463,8 @@ class ClipRecorder:
     # ------------------------------------------------------------------ shutdown
 
     def close(self, timeout_s: float) -> None:
-        """Write every open clip with what its ring holds, then stop the writer thread."""
+        """Write every open clip with what its ring holds, stop the writer thread, then send
+        the clip events still waiting for a result (``send_late_events``)."""
         now = self._clock()
         with self._lock:
             jobs = [self._close(c, "shutdown", now) for c in self._cameras.values()]
@@ -500,3 +483,10 @@ class ClipRecorder:
             except queue.Empty:
                 break
             self._metrics.clips_dropped.labels(camera=job.camera, reason="shutdown").inc()
+        with self._lock:
+            late = [(c.name, c.announce) for c in self._cameras.values() if c.announce]
+            for name, _ in late:
+                self._cameras[name].announce = []
+        for name, events in late:
+            if self._late is not None:
+                self._late(events_result(name, events))

@@ -94,7 +94,9 @@ class JsonlSink:
         events (a track that is lost leaves its zone in such a frame). Raises OSError when the
         file cannot be written.
         """
-        skip_frame = self._only_with_detections and len(result.detections) == 0
+        skip_frame = result.events_only or (
+            self._only_with_detections and len(result.detections) == 0
+        )
         if skip_frame and not result.events:
             return
         line = format_lines(result, with_frame=not skip_frame)

@@ -94,6 +94,8 @@ class LiveView:
 
     def handle(self, result: FrameResult) -> None:
         """Keep ``result`` as its camera's latest; update the rolling figures. No encoding."""
+        if result.events_only:  # no frame to show
+            return
         cam = self._camera(result.camera)
         # kept without its frame: the latest frame is held anyway, an older one need not be
         bare = dataclasses.replace(result, image=None) if len(result.detections) else None

@@ -118,6 +118,8 @@ class MqttSink:
         for event in result.events:
             payload = encode(event_record(event))
             self._publish(f"{self._prefix}/{result.camera}/events", payload, retain=False)
+        if result.events_only:
+            return
         if self._cfg.only_with_detections and len(result.detections) == 0:
             self._skipped.inc()
             return

@@ -130,6 +130,8 @@ class WebhookSink:
             raise failure
 
     def _handle_detections(self, result: FrameResult) -> None:
+        if result.events_only:
+            return
         if len(result.detections) == 0:
             self._skipped["no_detections"].inc()
             return
