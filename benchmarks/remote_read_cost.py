@@ -1,6 +1,8 @@
 """What a capture worker spends, per frame, reading from a decode process, and on what.
 
     python -m benchmarks.remote_read_cost [--frames 4000] [--repeats 3] [--json out.jsonl]
+    python -m benchmarks.remote_read_cost --cameras 1,32      # one reader, then 32 at once
+    python -m benchmarks.remote_read_cost --clip car-1080p25.mp4 --cameras 1,90   # on a GPU
 
 At three times its count, one GPU process with decode processes is bound by its GIL, and half
 of the GIL goes to the capture workers' reader threads (benchmarks/README.md, "A file camera
@@ -13,6 +15,13 @@ a due time). Per repeat, the reader thread's CPU per frame put (``time.thread_ti
 second run under cProfile, timed by the thread's CPU clock, for where it goes: the functions
 by their own CPU time, as shares of the profiled total (the profiler slows every call alike,
 so shares, not microseconds; a read blocked on the pipe counts only its system time).
+
+``--cameras 1,32`` measures each count in turn: that many cameras read at once, each into
+its own mailbox, all taken by the one consumer; the CPU a frame is then the readers' CPU
+over the frames they put, and tells what many readers cost each other (wake-ups, handing
+the GIL over) beyond what one costs. ``--clip`` reads that file with the real PyNvVideoCodec
+into a ring of GPU memory (``capture.nvdec_processes``, as on a GPU box; looped, not in real
+time), instead of the fake decoder's host ring: what the GPU's frames add.
 """
 
 from __future__ import annotations
@@ -22,7 +31,6 @@ import cProfile
 import json
 import pstats
 import statistics
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,19 +65,34 @@ class _MeasuredWorker(CaptureWorker):
             self.cpu_s += time.thread_time() - t0
 
 
-def read(frames: int, profile: cProfile.Profile | None) -> tuple[float, int]:
-    """Read ``frames`` frames through one worker: (reader CPU seconds, frames the worker made)."""
+def read(
+    frames: int,
+    profile: cProfile.Profile | None,
+    cameras: int = 1,
+    clip: Path | None = None,
+    processes: int = 1,
+) -> tuple[float, int]:
+    """Read ``frames`` frames through ``cameras`` workers at once: (their reader CPU seconds,
+    frames they made)."""
     context = CaptureContext()
     decoding = context.shared(NvdecShared).decoding
-    decoding.codec = CodecSpec("tests.fake_nvdec", "FakeCodec", (_PACKETS, 50))
-    decoding.ring = "host"
-    camera = CameraConfig(name="cam", url="file:///fake.mp4")
-    defaults = CaptureConfig(decoder="nvdec", nvdec_processes=1, shed_gops=False)
+    if clip is None:
+        decoding.codec = CodecSpec("tests.fake_nvdec", "FakeCodec", (_PACKETS, 50))
+        decoding.ring = "host"
+    defaults = CaptureConfig(decoder="nvdec", nvdec_processes=processes, shed_gops=False)
     hub, metrics = FrameHub(), Metrics()
-    box = hub.add(camera.name, "newest", lambda _f: None)
-    worker = _MeasuredWorker(camera, defaults, box, metrics.camera(camera.name), context=context)
-    worker.profile = profile
-    worker.start()
+    workers = []
+    for i in range(cameras):
+        url = "file:///fake.mp4" if clip is None else str(clip)
+        camera = CameraConfig(name=f"cam{i}", url=url, loop=clip is not None)
+        box = hub.add(camera.name, "newest", lambda _f: None)
+        worker = _MeasuredWorker(
+            camera, defaults, box, metrics.camera(camera.name), context=context
+        )
+        worker.profile = profile
+        workers.append(worker)
+    for worker in workers:
+        worker.start()
     try:
         taken = 0
         while taken < frames:
@@ -77,10 +100,12 @@ def read(frames: int, profile: cProfile.Profile | None) -> tuple[float, int]:
                 raise RuntimeError("no frame from the decode process within 10 s")
             taken += 1
     finally:
-        worker.stop()
-        worker.join(10.0)
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            worker.join(10.0)
         context.close()
-    return worker.cpu_s, int(worker.stats()["frames"])
+    return sum(w.cpu_s for w in workers), sum(int(w.stats()["frames"]) for w in workers)
 
 
 def shares(profile: cProfile.Profile, top: int = 14) -> list[tuple[str, float]]:
@@ -97,26 +122,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=4000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", type=Path, help="append the result here (JSON lines)")
+    ap.add_argument("--cameras", default="1", help="comma-separated counts (default 1)")
+    ap.add_argument("--clip", type=Path, help="a file for the real PyNvVideoCodec (GPU)")
+    ap.add_argument("--decode-processes", type=int, default=1, help="(default 1)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile run")
     args = ap.parse_args(argv)
-    read(200, None)  # the first decode process pays the imports
+    read(200, None, clip=args.clip)  # the first decode process pays the imports
+    for cameras in (int(n) for n in args.cameras.split(",")):
+        result = point(args, cameras)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            with args.json.open("a") as out:
+                out.write(json.dumps(result) + "\n")
+    return 0
+
+
+def point(args: argparse.Namespace, cameras: int) -> dict[str, Any]:
+    """One count: the reader CPU a frame, per repeat, and for one camera (unless
+    ``--no-profile``) where it goes."""
     per_frame_us = []
     for _ in range(args.repeats):
-        cpu_s, made = read(args.frames, None)
+        cpu_s, made = read(args.frames, None, cameras, args.clip, args.decode_processes)
         per_frame_us.append(1e6 * cpu_s / made)
-    profile = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time: a blocked read is none
-    read(args.frames, profile)
-    result = {
+    result: dict[str, Any] = {
         "frames": args.frames,
+        "cameras": cameras,
+        "decoder": "fake" if args.clip is None else "pynvvideocodec",
+        "decode_processes": args.decode_processes,
         "reader_cpu_us_per_frame": [round(u, 1) for u in per_frame_us],
         "median_us": round(statistics.median(per_frame_us), 1),
-        "own_time_shares": shares(profile),
-        "threads": threading.active_count(),
     }
-    print(json.dumps(result, indent=1))
-    if args.json:
-        with args.json.open("a") as out:
-            out.write(json.dumps(result) + "\n")
-    return 0
+    if not args.no_profile and cameras == 1:  # one profiler, one thread
+        profile = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time: a blocked read: none
+        read(args.frames, profile, cameras, args.clip)
+        result["own_time_shares"] = shares(profile)
+    return result
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@
 #              TREE_WINDOW (20) seconds; `nvidia-smi dmon` samples SM and NVDEC load into
 #              OUT/dmon-NAME-N.txt; results in OUT/next-overload-trees.jsonl, each line with a
 #              "tree" field
+#   read-cost  what a capture worker's reader thread spends a frame read from a decode process
+#              (benchmarks.remote_read_cost on the clip, real PyNvVideoCodec): READ_COST_CAMERAS
+#              (1,32,90) cameras at once, DECODE_PROCESSES (4); OUT/next-read-cost.jsonl
 #   box-overload  `vidpipe run` (processes auto) past what the box decodes: BOX_CAMERAS
 #              (default 240: 1.5 times the 160 that one H200's NVDEC carries), 20 s window
 #              (about 100 s)
@@ -152,6 +155,9 @@ for s in $STEPS; do
       overload overload-procs-alone overload-procs-groups --cameras "${ALONE_CAMERAS:-180}" \
         --nvdec-processes "${DECODE_PROCESSES:-4}" --warmup 10 --window 30 ;;
     overload-trees) trees ;;
+    read-cost) step read-cost python3 -m benchmarks.remote_read_cost --clip "$CLIP" \
+      --cameras "${READ_COST_CAMERAS:-1,32,90}" --decode-processes "${DECODE_PROCESSES:-4}" \
+      --frames 8000 --repeats 2 --json "$OUT/next-read-cost.jsonl" ;;
     box-overload) box box-overload "$CLIP" "${BOX_CAMERAS:-240}" --warmup 10 --window 20 ;;
     hevc) box hevc "${CLIP%.mp4}-hevc.mp4" 160,200 --warmup 10 --window 15 ;;
     hold) box hold "$CLIP" 160 --tracking --warmup 15 --window 500 --periods 10 ;;
