@@ -49,13 +49,16 @@ postprocessing of the tree (``after``) or of the git revision ``--before`` (``be
   copy's post-decode Python runs nowhere (the worker's own Frame and put still run).
   ``--decoder-fps`` bounds the pictures a second they decode, split between them, as NVDEC
   does: a frame let go is decoded, a shed one is not (0, the default: no bound);
+* ``push`` (with ``procN``): decode processes that pace their cameras and send only the
+  frames inference will take, to one receiving thread each (``benchmarks.overload_push``: a
+  prototype of a design the daemon does not have);
 * ``sendall`` (with ``procN``): the decode processes copy and send every frame, also those
   the worker then drops (``capture.skip_unused_frames: false``), as before they let go the
   frames that would only replace an untaken one.
 
 Per point: total inferred fps, the worst camera against the mean (fairness), frames
-overwritten and left unmade per second, and the completion threads' batches and seconds per
-batch.
+overwritten and left unmade per second, the cores this process used (decode processes not
+counted), and the completion threads' batches and seconds per batch.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
 
 from benchmarks.gil_model import native_call, python_work
 from benchmarks.overload import StackSampler, watch_share
+from benchmarks.overload_push import PushCameras, push_cameras
 from benchmarks.overload_worker import WorkerCameras
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer.streamset import StreamSetBackend
@@ -113,6 +117,7 @@ class Point:
     window_s: float = 8.0
     gop: int = 50  # ``shed``: a keyframe every 2 s at 25 fps, as the GPU benchmark's clip
     decoder_fps: float = 0.0  # pictures a second the decoders make, all told (0: no bound)
+    push_py_us: float = 20.0  # ``push``: the receiving thread's Python a frame, beyond its put
 
     @property
     def capacity_fps(self) -> float:
@@ -288,8 +293,10 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
         sampler = StackSampler(0.01)
         sampler.start()
         counting[0], t0, unmade0 = True, time.monotonic(), cams.left_unmade()
+        cpu0 = time.process_time()  # this process only: decode processes are not in it
         shares = _watch(cams, p)
         counting[0], t1, unmade = False, time.monotonic(), cams.left_unmade() - unmade0
+        cores = (time.process_time() - cpu0) / (t1 - t0)
         stacks = sampler.stop()
         posts1 = [(q.batches, q.busy_s) for q in ex.posts]
     finally:
@@ -300,13 +307,16 @@ def measure(p: Point, torch: Any, kind: Any) -> dict[str, Any]:
     lag = {"p50": round(lags[len(lags) // 2], 3), "max": round(lags[-1], 3)} if lags else None
     return report | {
         "unmade_per_s": round(unmade / (t1 - t0), 1),
+        "process_cores": round(cores, 2),
         "lag_s": lag,
         "gop_share": shares,
         "stacks": stacks,
     }
 
 
-def _watch(cams: _SyntheticCameras | WorkerCameras, p: Point) -> dict[str, Any] | None:
+def _watch(
+    cams: _SyntheticCameras | WorkerCameras | PushCameras, p: Point
+) -> dict[str, Any] | None:
     """Wait out the window; for cameras that shed groups of pictures, the share traced over
     it (``benchmarks.overload.watch_share``)."""
     if "shed" not in p.variant or not isinstance(cams, WorkerCameras):
@@ -357,7 +367,9 @@ class _SyntheticCameras:
 
 def _cameras(
     hub: FrameHub, p: Point, on_drop: Callable[[Frame], None]
-) -> _SyntheticCameras | WorkerCameras:
+) -> _SyntheticCameras | WorkerCameras | PushCameras:
+    if "push" in p.variant:
+        return push_cameras(hub, p, _modifier_count(p.variant, "proc", 1), on_drop)
     if "worker" not in p.variant:
         return _SyntheticCameras(hub, p, on_drop)
     return WorkerCameras(
@@ -459,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         help="worker: pictures a second the decoder makes, split between the decode processes "
         "(NVDEC's bound; a frame let go is decoded, a shed one is not; 0: no bound)",
     )
+    ap.add_argument("--push-py-us", type=float, default=20.0, help="push: receiver Python/frame")
     ap.add_argument("--warmup", type=float, default=4.0)
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval, seconds")
@@ -482,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         kernel_ms=args.kernel_ms,
         gop=args.gop,
         decoder_fps=args.decoder_fps,
+        push_py_us=args.push_py_us,
         warmup_s=args.warmup,
         window_s=args.window,
     )
