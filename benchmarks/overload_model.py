@@ -82,7 +82,7 @@ from tests.fake_gpu import FakeExecutor, FakeGpuRuntime, device_frame
 
 from benchmarks.gil_model import native_call, python_work
 from benchmarks.overload import StackSampler, watch_share
-from benchmarks.overload_push import PushCameras, push_cameras
+from benchmarks.overload_push import PushCameras
 from benchmarks.overload_worker import WorkerCameras
 from vidpipe.gpu_gate import GPU_GATE
 from vidpipe.infer.streamset import StreamSetBackend
@@ -369,7 +369,7 @@ def _cameras(
     hub: FrameHub, p: Point, on_drop: Callable[[Frame], None]
 ) -> _SyntheticCameras | WorkerCameras | PushCameras:
     if "push" in p.variant:
-        return push_cameras(hub, p, _modifier_count(p.variant, "proc", 1), on_drop)
+        return PushCameras(hub, p, _modifier_count(p.variant, "proc", 1), on_drop)
     if "worker" not in p.variant:
         return _SyntheticCameras(hub, p, on_drop)
     return WorkerCameras(

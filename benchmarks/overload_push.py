@@ -57,7 +57,11 @@ def _serve(
 ) -> None:
     """A decode process's loop (module docstring) until the daemon closes ``conn``."""
     start = time.monotonic() + 0.5
-    due = [(start + (i % 25) / fps / 25, i, 0) for i in cameras]  # (time, camera, frame)
+
+    def due_at(cam: int, k: int) -> float:  # staggered phases, as the worker rig's
+        return start + (cam % 25) / fps / 25 + k / fps
+
+    due = [(due_at(i, 0), i, 0) for i in cameras]  # (time, camera, frame)
     heapq.heapify(due)
     engine_free, sent_at = 0.0, time.monotonic()
     batch: list[tuple[int, int]] = []
@@ -85,7 +89,7 @@ def _serve(
                 batch.append((cam, k))
             else:
                 let_go[slot] += 1
-        heapq.heapreplace(due, (start + (cam % 25) / fps / 25 + (k + 1) / fps, cam, k + 1))
+        heapq.heapreplace(due, (due_at(cam, k + 1), cam, k + 1))
         if engine_free > now:  # the decoder's bound: nothing more before it is free
             time.sleep(engine_free - now)
         if batch and time.monotonic() - sent_at >= _BATCH_S:
@@ -102,52 +106,19 @@ def _send(conn: Connection, batch: list[tuple[int, int]]) -> bool:
     return True
 
 
-def push_cameras(hub: FrameHub, p: Any, processes: int, on_drop: Any) -> PushCameras:
-    """The cameras of the model's point ``p`` (``overload_model.Point``), pushed."""
-    return PushCameras(
-        hub,
-        p.cameras,
-        processes=processes,
-        fps=p.fps,
-        decoder_fps=p.decoder_fps,
-        gop=p.gop,
-        push_py_us=p.push_py_us,
-        on_drop=on_drop,
-    )
-
-
 class PushCameras:
-    """``cameras`` cameras decoded in ``processes`` decode processes that push their frames
-    (module docstring); the interface of ``overload_worker.WorkerCameras``.
-
-    Args:
-        fps: each camera's frame rate.
-        decoder_fps: pictures a second the decoders make, split between the processes (0:
-            no bound).
-        gop: how far behind, in frames, a camera skips ahead undecoded.
-        push_py_us: the receiving thread's Python per frame beyond the count, ``Frame`` and
-            put.
-        on_drop: each mailbox's ``on_drop`` (the model counts overwritten frames).
+    """The cameras of the model's point ``p`` (``overload_model.Point``: ``cameras``, ``fps``,
+    ``decoder_fps``, ``gop``, ``push_py_us``) decoded in ``processes`` decode processes that
+    push their frames (module docstring); the interface of ``overload_worker.WorkerCameras``.
+    ``on_drop`` is each mailbox's (the model counts overwritten frames).
     """
 
-    def __init__(
-        self,
-        hub: FrameHub,
-        cameras: int,
-        *,
-        processes: int,
-        fps: float,
-        decoder_fps: float,
-        gop: int,
-        push_py_us: float,
-        on_drop: Any,
-    ) -> None:
-        self.copies = 0
-        self.share = None
+    def __init__(self, hub: FrameHub, p: Any, processes: int, on_drop: Any) -> None:
+        cameras, fps, gop = p.cameras, p.fps, p.gop
         context = multiprocessing.get_context("spawn")
         self._taken = context.Array("b", [1] * cameras, lock=False)
         self._let_go = context.Array("q", processes, lock=False)
-        self._push_py_us = push_py_us
+        self._push_py_us = p.push_py_us
         metrics = Metrics()
         self._boxes: list[Mailbox] = []
         self._counters: list[Any] = []
@@ -156,7 +127,7 @@ class PushCameras:
             _mark_taken(box, self._taken, i)
             self._boxes.append(box)
             self._counters.append(metrics.camera(f"cam{i}").captured)
-        period_s = processes / decoder_fps if decoder_fps else 0.0
+        period_s = processes / p.decoder_fps if p.decoder_fps else 0.0
         self._stop = threading.Event()
         self._children: list[Any] = []
         self._threads: list[threading.Thread] = []
@@ -183,7 +154,6 @@ class PushCameras:
                 python_work(self._push_py_us)
                 frame = Frame(f"cam{cam}", k, time.monotonic(), device_frame(cam % 256, k % 256))
                 boxes[cam].put(frame, stop)
-                self.copies += 1  # one thread at a time holds the GIL: a lost count is rare
 
     def start(self) -> None:
         for child in self._children:

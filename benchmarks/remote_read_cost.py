@@ -82,8 +82,8 @@ def read(
     defaults = CaptureConfig(decoder="nvdec", nvdec_processes=processes, shed_gops=False)
     hub, metrics = FrameHub(), Metrics()
     workers = []
+    url = "file:///fake.mp4" if clip is None else str(clip)
     for i in range(cameras):
-        url = "file:///fake.mp4" if clip is None else str(clip)
         camera = CameraConfig(name=f"cam{i}", url=url, loop=clip is not None)
         box = hub.add(camera.name, "newest", lambda _f: None)
         worker = _MeasuredWorker(

@@ -199,17 +199,23 @@ def test_clip_event_rides_on_the_cameras_next_result(tmp_path: Path, walkway: An
     assert abs(side["duration_s"] - duration) < 0.15
 
 
+def late_rig(tmp: Path, walkway: Any, track: int) -> tuple[Rig, list[FrameResult]]:
+    """A rig whose late clip events are collected, with a clip opened by ``track`` at 10 s."""
+    late: list[FrameResult] = []
+    rig = Rig(tmp, walkway)
+    rig.recorder.send_late_events(late.append)
+    rig.run_until(9.95)
+    rig.enter(10.0, track=track)
+    return rig, late
+
+
 @pytest.mark.timeout(60)
 def test_clips_written_after_their_cameras_last_result_reach_the_sinks_without_a_frame(
     tmp_path: Path, walkway: Any
 ) -> None:
-    late: list[FrameResult] = []
-    rig = Rig(tmp_path, walkway)
-    rig.recorder.send_late_events(late.append)
     # a clip whose event a later result carries, then a clip still open at shutdown, whose
     # event no result can carry: only that one is sent on its own, once the recorder closes
-    rig.run_until(9.95)
-    rig.enter(10.0, track=7)
+    rig, late = late_rig(tmp_path, walkway, track=7)
     rig.run_until(20.0)
     rig.wait_clips(1)
     nxt = rig.enter(20.0, track=8)
@@ -233,12 +239,8 @@ def test_clips_written_after_their_cameras_last_result_reach_the_sinks_without_a
 def test_a_removed_cameras_last_clip_reaches_the_sinks_without_a_frame(
     tmp_path: Path, walkway: Any
 ) -> None:
-    late: list[FrameResult] = []
-    rig = Rig(tmp_path, walkway)
-    rig.recorder.send_late_events(late.append)
+    rig, late = late_rig(tmp_path, walkway, track=3)
     try:
-        rig.run_until(9.95)
-        rig.enter(10.0, track=3)
         rig.run_until(11.0)
         rig.recorder.remove_camera("walkway")  # its open clip is written as it stands
         deadline = time.monotonic() + 20

@@ -429,8 +429,12 @@ class ClipRecorder:
                 camera.announce.append(event)
         if camera is not None:
             self._retention(camera)
-        elif self._late is not None:  # a removed camera: no result of it will come
-            self._late(events_result(job.camera, [event]))
+        else:  # a removed camera: no result of it will come
+            self._send_late(job.camera, [event])
+
+    def _send_late(self, camera: str, events: list[ClipEvent]) -> None:
+        if self._late is not None:
+            self._late(events_result(camera, events))
 
     def _failed(self, job: ClipJob, exc: ClipWriteError) -> None:
         self._metrics.clips_failed.labels(camera=job.camera, reason=exc.reason).inc()
@@ -485,8 +489,7 @@ class ClipRecorder:
             self._metrics.clips_dropped.labels(camera=job.camera, reason="shutdown").inc()
         with self._lock:
             late = [(c.name, c.announce) for c in self._cameras.values() if c.announce]
-            for name, _ in late:
-                self._cameras[name].announce = []
+            for camera in self._cameras.values():
+                camera.announce = []
         for name, events in late:
-            if self._late is not None:
-                self._late(events_result(name, events))
+            self._send_late(name, events)
